@@ -1,0 +1,1 @@
+"""The GPU-host sidecar collector (`python -m collectors`)."""

@@ -1,0 +1,3 @@
+from llmload.cli import main
+
+raise SystemExit(main())
