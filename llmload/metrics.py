@@ -1,0 +1,280 @@
+"""Exact, mergeable latency histograms and per-target counters.
+
+Values are stored at 1 microsecond resolution in a sparse map (value -> count),
+so percentiles are exact to the microsecond over any range (10 minutes and
+beyond) while memory grows with the number of *distinct* values, not samples.
+Snapshots serialise compactly (delta-encoded keys) and merge by addition; the
+distributed mode ships them from workers and the master adds them up.
+
+No Locust import here: this module is shared by the client, the workers, the
+master and the report layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmload.records import FAILURE_CLASSES, STATUS_CLASSES, RequestRecord
+
+PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
+LATENCY_METRICS: tuple[str, ...] = (
+    "ttft",
+    "itl",
+    "itl_per_token",
+    "tpot",
+    "e2e",
+    "ttft_from_intended",
+    "e2e_from_intended",
+    "schedule_lag",
+)
+
+
+class Histogram:
+    """Sparse histogram of durations at 1 us resolution."""
+
+    __slots__ = ("_counts", "count", "total_us", "max_us", "min_us")
+
+    def __init__(self) -> None:
+        self._counts: dict[int, int] = {}
+        self.count = 0
+        self.total_us = 0
+        self.max_us = 0
+        self.min_us = 0
+
+    def record(self, seconds: float, n: int = 1) -> None:
+        us = int(seconds * 1e6 + 0.5)
+        if us < 0:
+            us = 0
+        c = self._counts
+        c[us] = c.get(us, 0) + n
+        if self.count == 0 or us < self.min_us:
+            self.min_us = us
+        if us > self.max_us:
+            self.max_us = us
+        self.count += n
+        self.total_us += us * n
+
+    def merge(self, other: Histogram) -> None:
+        if other.count == 0:
+            return
+        c = self._counts
+        for k, v in other._counts.items():
+            c[k] = c.get(k, 0) + v
+        if self.count == 0 or other.min_us < self.min_us:
+            self.min_us = other.min_us
+        self.max_us = max(self.max_us, other.max_us)
+        self.count += other.count
+        self.total_us += other.total_us
+
+    def percentile_us(self, p: float) -> int | None:
+        """Nearest-rank percentile (the smallest value with at least p% of samples at or below it)."""
+        if self.count == 0:
+            return None
+        if p <= 0:
+            return self.min_us
+        rank = max(1, -(-int(p * self.count * 1000) // 100000))  # ceil(p/100 * count) in integers
+        seen = 0
+        for k in sorted(self._counts):
+            seen += self._counts[k]
+            if seen >= rank:
+                return k
+        return self.max_us
+
+    def percentiles_ms(self, ps: Iterable[float] = PERCENTILES) -> dict[str, float | None]:
+        """Several percentiles in one pass, in milliseconds."""
+        ps = list(ps)
+        out: dict[str, float | None] = {}
+        if self.count == 0:
+            for p in ps:
+                out[_pname(p)] = None
+            return out
+        ranks = sorted((max(1, -(-int(p * self.count * 1000) // 100000)), p) for p in ps)
+        keys = sorted(self._counts)
+        i = 0
+        seen = 0
+        for k in keys:
+            seen += self._counts[k]
+            while i < len(ranks) and seen >= ranks[i][0]:
+                out[_pname(ranks[i][1])] = k / 1000.0
+                i += 1
+            if i == len(ranks):
+                break
+        for _, p in ranks[i:]:
+            out[_pname(p)] = self.max_us / 1000.0
+        return out
+
+    def summary_ms(self) -> dict[str, Any]:
+        """count, mean, p50, p90, p95, p99, max (ms); None percentiles when empty."""
+        out: dict[str, Any] = {"count": self.count}
+        out["mean"] = round(self.total_us / self.count / 1000.0, 3) if self.count else None
+        out.update(self.percentiles_ms())
+        out["max"] = self.max_us / 1000.0 if self.count else None
+        return out
+
+    # --- serialisation -------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain form used in summary.json: sorted integer keys (us) and their counts."""
+        keys = sorted(self._counts)
+        return {"unit": "us", "keys": keys, "counts": [self._counts[k] for k in keys]}
+
+    def to_wire(self) -> list[list[int]]:
+        """Compact form for worker->master messages: [delta-encoded keys, counts]."""
+        keys = sorted(self._counts)
+        deltas: list[int] = []
+        prev = 0
+        for k in keys:
+            deltas.append(k - prev)
+            prev = k
+        return [deltas, [self._counts[k] for k in keys]]
+
+    @classmethod
+    def from_wire(cls, data: list[list[int]]) -> Histogram:
+        h = cls()
+        k = 0
+        deltas, counts = data
+        for d, c in zip(deltas, counts, strict=True):
+            k += d
+            h._counts[k] = c
+        h._recompute()
+        return h
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Histogram:
+        h = cls()
+        for k, c in zip(data["keys"], data["counts"], strict=True):
+            h._counts[int(k)] = int(c)
+        h._recompute()
+        return h
+
+    def _recompute(self) -> None:
+        c = self._counts
+        self.count = sum(c.values())
+        self.total_us = sum(k * v for k, v in c.items())
+        self.max_us = max(c) if c else 0
+        self.min_us = min(c) if c else 0
+
+
+def _pname(p: float) -> str:
+    return f"p{p:g}".replace(".", "_")
+
+
+@dataclass
+class TargetStats:
+    """Everything llmload measures for one target over one window (interval, level or run)."""
+
+    histograms: dict[str, Histogram] = field(default_factory=lambda: {m: Histogram() for m in LATENCY_METRICS})
+    by_class: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUS_CLASSES, 0))
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    output_tokens_approx: bool = False
+    first_start: float | None = None  # epoch of the earliest request start seen
+    last_end: float | None = None  # epoch of the latest request end seen
+
+    def add(self, rec: RequestRecord) -> None:
+        h = self.histograms
+        self.by_class[rec.status] = self.by_class.get(rec.status, 0) + 1
+        if rec.prompt_tokens:
+            self.prompt_tokens += rec.prompt_tokens
+        self.output_tokens += rec.output_tokens
+        if rec.output_tokens_approx:
+            self.output_tokens_approx = True
+        if self.first_start is None or rec.start_time < self.first_start:
+            self.first_start = rec.start_time
+        end = rec.start_time + (rec.e2e_s or 0.0)
+        if self.last_end is None or end > self.last_end:
+            self.last_end = end
+        lag = rec.schedule_lag_s
+        if lag is not None:
+            h["schedule_lag"].record(lag)
+        if not rec.ok:
+            return
+        if rec.ttft_s is not None:
+            h["ttft"].record(rec.ttft_s)
+            if lag is not None:
+                h["ttft_from_intended"].record(rec.ttft_s + lag)
+        if rec.e2e_s is not None:
+            h["e2e"].record(rec.e2e_s)
+            if lag is not None:
+                h["e2e_from_intended"].record(rec.e2e_s + lag)
+        tpot = rec.tpot_s
+        if tpot is not None:
+            h["tpot"].record(tpot)
+        itl = h["itl"]
+        for gap in rec.itl_s:
+            itl.record(gap)
+        if rec.itl_tokens:
+            itl_pt = h["itl_per_token"]
+            for gap, k in zip(rec.itl_s, rec.itl_tokens, strict=False):
+                if k > 0:
+                    itl_pt.record(gap / k)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.by_class.values())
+
+    @property
+    def ok(self) -> int:
+        return self.by_class.get("ok", 0)
+
+    @property
+    def failures(self) -> int:
+        return sum(self.by_class.get(c, 0) for c in FAILURE_CLASSES)
+
+    def merge(self, other: TargetStats) -> None:
+        for m, hist in other.histograms.items():
+            self.histograms.setdefault(m, Histogram()).merge(hist)
+        for c, n in other.by_class.items():
+            self.by_class[c] = self.by_class.get(c, 0) + n
+        self.prompt_tokens += other.prompt_tokens
+        self.output_tokens += other.output_tokens
+        self.output_tokens_approx = self.output_tokens_approx or other.output_tokens_approx
+        if other.first_start is not None and (self.first_start is None or other.first_start < self.first_start):
+            self.first_start = other.first_start
+        if other.last_end is not None and (self.last_end is None or other.last_end > self.last_end):
+            self.last_end = other.last_end
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "h": {m: hist.to_wire() for m, hist in self.histograms.items() if hist.count},
+            "c": {c: n for c, n in self.by_class.items() if n},
+            "pt": self.prompt_tokens,
+            "ot": self.output_tokens,
+            "oa": self.output_tokens_approx,
+            "fs": self.first_start,
+            "le": self.last_end,
+        }
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> TargetStats:
+        ts = cls()
+        for m, data in d.get("h", {}).items():
+            ts.histograms[m] = Histogram.from_wire(data)
+        for c, n in d.get("c", {}).items():
+            ts.by_class[c] = ts.by_class.get(c, 0) + n
+        ts.prompt_tokens = d.get("pt", 0)
+        ts.output_tokens = d.get("ot", 0)
+        ts.output_tokens_approx = bool(d.get("oa", False))
+        ts.first_start = d.get("fs")
+        ts.last_end = d.get("le")
+        return ts
+
+    def latency_block(self) -> dict[str, Any]:
+        """The summary.json latency_ms block (open-loop metrics only when present)."""
+        out: dict[str, Any] = {}
+        for m in LATENCY_METRICS:
+            hist = self.histograms.get(m) or Histogram()
+            if m in ("ttft_from_intended", "e2e_from_intended", "schedule_lag") and hist.count == 0:
+                continue
+            out[m] = hist.summary_ms()
+        return out
+
+
+def merge_wire(snapshots: Iterable[dict[str, dict[str, Any]]]) -> dict[str, TargetStats]:
+    """Merge several {target: TargetStats wire} snapshots into one {target: TargetStats}."""
+    out: dict[str, TargetStats] = {}
+    for snap in snapshots:
+        for target, wire in snap.items():
+            out.setdefault(target, TargetStats()).merge(TargetStats.from_wire(wire))
+    return out

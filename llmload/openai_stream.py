@@ -1,0 +1,364 @@
+"""OpenAI-compatible streaming client core: build a request, read the SSE stream, time it.
+
+Transport-agnostic and Locust-free: a ``Transport`` sends the request and yields
+the body as (monotonic time, bytes) blocks, one block per socket read. Every line
+in a block is stamped with that read's time, so coalesced chunks show up as the
+zero gaps they really are, and nothing waits for a buffer to fill.
+
+Handles the quirks of real engines (../shared/engines.md): role-only first chunk,
+empty or null content, reasoning fields, usage on every chunk (Aphrodite 0.6) or
+only at the end with empty choices, multi-token chunks, errors after HTTP 200
+(``data: {"error": ...}`` or the old flat ``{"object": "error"}``), old llama.cpp
+``error:`` lines, keep-alive comments, ``data:`` without a space, missing [DONE].
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from llmload.records import RequestRecord
+
+
+class ConnectFailed(Exception):
+    """The connection could not be made (or broke before the response headers)."""
+
+
+class TimedOut(Exception):
+    """No byte arrived within the read timeout, or the request exceeded its time limit."""
+
+
+class Response(Protocol):
+    status: int
+
+    def blocks(self) -> Iterator[tuple[float, bytes]]:
+        """Yield (perf_counter time of the read, bytes read) until the body ends."""
+        ...
+
+    def read_body(self, limit: int = 65536) -> bytes: ...
+
+    def close(self, complete: bool) -> None:
+        """Release the connection; ``complete`` False means the body was not fully read."""
+        ...
+
+
+class Transport(Protocol):
+    def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Response: ...
+
+
+@dataclass
+class PreparedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    api: str = "chat"  # chat | completions
+
+
+def build_request(
+    *,
+    api: str,
+    model: str,
+    prompt: str | list[dict[str, str]],
+    max_tokens: int,
+    temperature: float | None = 0.0,
+    ignore_eos: bool = False,
+    min_tokens: int | None = None,
+    seed: int | None = None,
+    extra_body: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    api_key: str | None = None,
+    base_path: str = "",
+) -> PreparedRequest:
+    """Build a streaming chat or completions request asking for usage in the stream."""
+    body: dict[str, Any] = {"model": model}
+    if api == "chat":
+        if isinstance(prompt, str):
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["messages"] = prompt
+        path = base_path.rstrip("/") + "/v1/chat/completions"
+    elif api == "completions":
+        if not isinstance(prompt, str):
+            prompt = "\n".join(m.get("content", "") for m in prompt)
+        body["prompt"] = prompt
+        path = base_path.rstrip("/") + "/v1/completions"
+    else:
+        raise ValueError(f"unknown api {api!r} (expected chat or completions)")
+    body["max_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    if ignore_eos:
+        body["ignore_eos"] = True
+    if min_tokens is not None:
+        body["min_tokens"] = min_tokens
+    if seed is not None:
+        body["seed"] = seed
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    if extra_body:
+        body.update(extra_body)
+    hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if headers:
+        hdrs.update(headers)
+    if api_key:
+        hdrs["Authorization"] = f"Bearer {api_key}"
+    return PreparedRequest("POST", path, hdrs, orjson.dumps(body), api)
+
+
+@dataclass
+class StreamState:
+    """Incremental SSE reader and timer for one request."""
+
+    t_send: float
+    api: str = "chat"
+    done: bool = False
+    finish_reason: str | None = None
+    error: str | None = None
+    status: str | None = None  # set on the first failure seen
+    first_text_t: float | None = None
+    last_text_t: float | None = None
+    gaps: list[float] = field(default_factory=list)
+    gap_tokens: list[int] = field(default_factory=list)
+    per_chunk_usage: bool = True  # stays True while every text chunk carried usage
+    text_chunks: int = 0
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    _prev_completion: int = 0
+    _partial: bytes = b""
+
+    def feed_block(self, t: float, data: bytes) -> None:
+        """Feed one read's bytes; every complete line in it is stamped with ``t``."""
+        if self._partial:
+            data = self._partial + data
+            self._partial = b""
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # an incomplete last line waits for the next read
+        for line in lines:
+            self.feed_line(t, line)
+
+    def flush(self, t: float) -> None:
+        if self._partial:
+            line, self._partial = self._partial, b""
+            self.feed_line(t, line)
+
+    def feed_line(self, t: float, line: bytes) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line or line[0] == 58:  # empty line (event boundary) or ":" comment / keep-alive
+            return
+        if line.startswith(b"data:"):
+            payload = line[5:]
+            if payload[:1] == b" ":
+                payload = payload[1:]
+        elif line.startswith(b"error:"):  # old llama.cpp
+            self._fail("stream_error", line[6:].strip().decode("utf-8", "replace")[:200])
+            return
+        else:
+            return  # event:, id:, retry: and unknown fields carry nothing we time
+        if payload == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            self._fail("malformed", f"invalid JSON in data line: {payload[:80]!r}")
+            return
+        if not isinstance(obj, dict):
+            self._fail("malformed", "data line is not a JSON object")
+            return
+        self.feed_event(t, obj)
+
+    def feed_event(self, t: float, obj: dict[str, Any]) -> None:
+        err = obj.get("error")
+        if err or obj.get("object") == "error":
+            msg = err.get("message") if isinstance(err, dict) else (err if isinstance(err, str) else None)
+            self._fail("stream_error", str(msg or obj.get("message") or "error object in stream")[:200])
+            return
+        usage = obj.get("usage")
+        chunk_tokens: int | None = None
+        if isinstance(usage, dict):
+            ct = usage.get("completion_tokens")
+            if isinstance(ct, int):
+                chunk_tokens = ct - self._prev_completion
+                self._prev_completion = ct
+                self.completion_tokens = ct
+            pt = usage.get("prompt_tokens")
+            if isinstance(pt, int):
+                self.prompt_tokens = pt
+        choices = obj.get("choices")
+        if not choices:
+            return  # usage-only chunk (choices [] or absent)
+        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            self._fail("malformed", "choices is not a list of objects")
+            return
+        choice = choices[0]
+        text = _choice_text(choice, self.api)
+        fr = choice.get("finish_reason")
+        if fr:
+            self.finish_reason = fr
+        if not text:
+            return
+        self.text_chunks += 1
+        if self.first_text_t is None:
+            self.first_text_t = t
+        else:
+            self.gaps.append(t - (self.last_text_t or t))
+            if chunk_tokens is not None and self.per_chunk_usage:
+                self.gap_tokens.append(chunk_tokens)
+            else:
+                self.per_chunk_usage = False
+        if chunk_tokens is None:
+            self.per_chunk_usage = False
+        self.last_text_t = t
+
+    def _fail(self, status: str, message: str) -> None:
+        if self.status is None:
+            self.status = status
+            self.error = message
+
+    def finish(self, t_end: float, rec: RequestRecord) -> RequestRecord:
+        """Fill ``rec`` from what was read; classify the outcome."""
+        rec.e2e_s = t_end - self.t_send
+        if self.first_text_t is not None:
+            rec.ttft_s = self.first_text_t - self.t_send
+        rec.itl_s = self.gaps
+        if self.per_chunk_usage and len(self.gap_tokens) == len(self.gaps):
+            rec.itl_tokens = self.gap_tokens
+        rec.chunks = self.text_chunks
+        rec.finish_reason = self.finish_reason
+        rec.prompt_tokens = self.prompt_tokens
+        if self.completion_tokens is not None:
+            rec.output_tokens = self.completion_tokens
+        else:
+            rec.output_tokens = self.text_chunks
+            rec.output_tokens_approx = True
+        if self.status is not None:
+            rec.status, rec.error = self.status, self.error
+        elif not self.done and self.finish_reason is None:
+            rec.status, rec.error = "truncated", "stream ended without [DONE] or finish_reason"
+        elif self.text_chunks == 0:
+            rec.status, rec.error = "empty", "stream carried no generated text"
+        else:
+            rec.status = "ok"
+        return rec
+
+
+def _choice_text(choice: dict[str, Any], api: str) -> str | None:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+    text = choice.get("text")
+    if text:
+        return text
+    msg = choice.get("message")
+    if isinstance(msg, dict):
+        return msg.get("content")
+    return None
+
+
+def classify_http(status: int) -> str:
+    if status == 429:
+        return "http_429"
+    if 400 <= status < 500:
+        return "http_4xx"
+    if status >= 500:
+        return "http_5xx"
+    return "http_4xx"  # 1xx/3xx where a stream was expected: treat as a client-side mismatch
+
+
+def stream_request(
+    transport: Transport,
+    req: PreparedRequest,
+    rec: RequestRecord,
+    *,
+    total_timeout_s: float = 600.0,
+    clock: Any = time.perf_counter,
+    wall: Any = time.time,
+) -> RequestRecord:
+    """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
+
+    Never raises for request failures: they become the record's status. A
+    ``GreenletExit`` (the test stopping) propagates after the record is marked
+    ``aborted``, so the caller can account for it.
+    """
+    rec.start_time = wall()
+    t_send = clock()
+    state = StreamState(t_send=t_send, api=req.api)
+    resp: Response | None = None
+    complete = False
+    try:
+        try:
+            resp = transport.send(req.method, req.path, req.headers, req.body)
+        except TimedOut as e:
+            rec.status, rec.error, rec.e2e_s = "timeout", str(e)[:200], clock() - t_send
+            return rec
+        except ConnectFailed as e:
+            rec.status, rec.error, rec.e2e_s = "connect", str(e)[:200], clock() - t_send
+            return rec
+        rec.http_status = resp.status
+        if resp.status != 200:
+            body = b""
+            try:
+                body = resp.read_body(4096)
+                complete = True
+            except (TimedOut, ConnectFailed):
+                pass
+            rec.status = classify_http(resp.status)
+            rec.error = f"HTTP {resp.status}: {_error_message(body)}"[:200]
+            rec.e2e_s = clock() - t_send
+            return rec
+        deadline = t_send + total_timeout_s
+        t = t_send
+        try:
+            for t, data in resp.blocks():
+                state.feed_block(t, data)
+                if state.done or t > deadline:
+                    break
+            else:
+                complete = True
+        except TimedOut as e:
+            state._fail("timeout", str(e)[:200])
+        except ConnectFailed as e:
+            state.flush(clock())
+            state._fail("truncated", f"connection lost mid-stream: {e}"[:200])
+        state.flush(t)
+        if state.done:
+            complete = True
+        elif t > deadline and state.status is None:
+            state._fail("timeout", f"request exceeded its {total_timeout_s:g} s limit")
+        return state.finish(t if (state.done or complete) else clock(), rec)
+    except BaseException:
+        # The test is stopping (GreenletExit) or something unexpected happened: the
+        # request was sent, so it is accounted for as aborted before propagating.
+        state.finish(clock(), rec)
+        rec.status, rec.error = "aborted", "cut by llmload (test stopped before the stream ended)"
+        raise
+    finally:
+        if resp is not None:
+            try:
+                resp.close(complete)
+            except Exception:  # noqa: BLE001 - releasing a broken socket must not mask the result
+                pass
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:120].decode("utf-8", "replace").strip() or "(empty body)"
+    if isinstance(obj, dict):
+        err = obj.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        if obj.get("message"):
+            return str(obj["message"])
+        if obj.get("detail"):
+            return str(obj["detail"])
+    return body[:120].decode("utf-8", "replace")

@@ -1,0 +1,229 @@
+"""A scripted OpenAI-style SSE server for timing and wire-format tests (and `make bench`).
+
+Real HTTP/1.1 on a real socket (asyncio, hand-written framing, keep-alive,
+chunked transfer-encoding), run as its own process:
+
+    python tests/sse_server.py --port 0 --port-file PATH
+
+The request body's ``llmload_test`` object chooses the behaviour:
+
+- ``{"mode": "timed", "n": 50, "first_ms": 30, "interval_ms": 20, "tokens_per_chunk": 1}``:
+  role chunk at once, then ``n`` content chunks scheduled on absolute times
+  (first at ``first_ms`` after the request arrived, then every ``interval_ms``).
+  Each chunk carries ``x_ts`` (the server's CLOCK_MONOTONIC at the write) and
+  ``x_t0`` (when the request arrived), so a test can compare what the client
+  measured with what the server actually did.
+- ``{"mode": "raw", "status": 200, "frames": [[delay_ms, "text"], ...], "cut": false}``:
+  writes each frame verbatim as one chunk after its delay; ``cut`` closes the
+  socket without ending the chunked body (a cut stream).
+- ``{"mode": "stall", "stall_at": T_MONO, "stall_s": 2.0, ...timed options}``: like
+  ``timed``, but a request arriving while ``stall_at <= now < stall_at + stall_s`` waits
+  until the stall ends before answering (a server that freezes for a while).
+
+Any other path answers /health and /v1/models so readiness checks pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import json
+import os
+import signal
+import time
+
+MONO = time.CLOCK_MONOTONIC
+
+
+def now() -> float:
+    return time.clock_gettime(MONO)
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class Scheduler:
+    """One timer for all timed streams: writes every due chunk, then sleeps to the next."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.heap: list[tuple[float, int, object]] = []
+        self.seq = 0
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, due: float, fn: object) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (due, self.seq, fn))
+        if self.heap[0][1] == self.seq:
+            self._arm()
+
+    def _arm(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+        if self.heap:
+            delay = max(0.0, self.heap[0][0] - now())
+            self.handle = self.loop.call_later(delay, self._run)
+
+    def _run(self) -> None:
+        self.handle = None
+        t = now()
+        while self.heap and self.heap[0][0] <= t + 0.0002:
+            _, _, fn = heapq.heappop(self.heap)
+            fn()  # type: ignore[operator]
+        self._arm()
+
+
+class Conn(asyncio.Protocol):
+    def __init__(self, sched: Scheduler) -> None:
+        self.sched = sched
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            head_end = self.buf.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buf[:head_end].decode("latin-1")
+            lines = head.split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            headers = {}
+            for ln in lines[1:]:
+                k, _, v = ln.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            length = int(headers.get("content-length", "0"))
+            if len(self.buf) < head_end + 4 + length:
+                return
+            body = self.buf[head_end + 4 : head_end + 4 + length]
+            self.buf = self.buf[head_end + 4 + length :]
+            self.handle(method, path, body)
+
+    def write(self, data: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(data)
+
+    def simple(self, status: int, obj: object) -> None:
+        body = json.dumps(obj).encode()
+        self.write(
+            b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (status, len(body), body)
+        )
+
+    def start_stream(self, status: int = 200) -> None:
+        self.write(
+            b"HTTP/1.1 %d X\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" % status
+        )
+
+    def handle(self, method: str, path: str, body: bytes) -> None:
+        t0 = now()
+        if method == "GET":
+            if path.startswith("/v1/models"):
+                self.simple(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+            else:
+                self.simple(200, {"status": "ok"})
+            return
+        try:
+            req = json.loads(body or b"{}")
+        except ValueError:
+            self.simple(400, {"error": {"message": "bad json"}})
+            return
+        spec = req.get("llmload_test") or {"mode": "timed", "n": 10, "first_ms": 5, "interval_ms": 5}
+        mode = spec.get("mode", "timed")
+        if mode == "raw":
+            self.raw(spec)
+        elif mode == "stall":
+            start = float(spec["stall_at"])
+            end = start + float(spec.get("stall_s", 2.0))
+            if start <= t0 < end:
+                self.sched.add(end, lambda: self.timed(spec, now()))
+            else:
+                self.timed(spec, t0)
+        else:
+            self.timed(spec, t0)
+
+    def raw(self, spec: dict) -> None:
+        status = int(spec.get("status", 200))
+        frames = spec.get("frames", [])
+        if status != 200:
+            self.simple(status, spec.get("body", {"error": {"message": f"status {status}"}}))
+            return
+        self.start_stream()
+        t = now()
+        for delay_ms, text in frames:
+            t += delay_ms / 1000.0
+            data = text.encode()
+            self.sched.add(t, lambda d=data: self.write(chunk(d)))
+        if spec.get("cut"):
+            self.sched.add(t + 0.001, self._cut)
+        else:
+            self.sched.add(t + 0.0005, lambda: self.write(b"0\r\n\r\n"))
+
+    def _cut(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def timed(self, spec: dict, t0: float) -> None:
+        n = int(spec.get("n", 10))
+        first = float(spec.get("first_ms", 20)) / 1000.0
+        step = float(spec.get("interval_ms", 20)) / 1000.0
+        k = int(spec.get("tokens_per_chunk", 1))
+        self.start_stream()
+        self.write(chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'))
+
+        def send(i: int) -> None:
+            ev = {
+                "choices": [{"index": 0, "delta": {"content": " tok" * k}, "finish_reason": None}],
+                "x_ts": now(),
+                "x_t0": t0,
+                "x_i": i,
+            }
+            if i == n - 1:
+                ev["choices"][0]["finish_reason"] = "length"
+            self.write(chunk(b"data: " + json.dumps(ev).encode() + b"\n\n"))
+            if i == n - 1:
+                usage = {"prompt_tokens": 10, "completion_tokens": n * k, "total_tokens": 10 + n * k}
+                tail = b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n"
+                self.write(chunk(tail) + b"0\r\n\r\n")
+
+        for i in range(n):
+            self.sched.add(t0 + first + i * step, lambda i=i: send(i))
+
+
+async def serve(host: str, port: int, port_file: str | None) -> None:
+    loop = asyncio.get_running_loop()
+    sched = Scheduler(loop)
+    server = await loop.create_server(lambda: Conn(sched), host, port, backlog=2048)
+    bound = server.sockets[0].getsockname()[1]
+    if port_file:
+        tmp = port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(bound))
+        os.replace(tmp, port_file)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file")
+    a = ap.parse_args()
+    asyncio.run(serve(a.host, a.port, a.port_file))
+
+
+if __name__ == "__main__":
+    main()
