@@ -1,0 +1,334 @@
+"""The InfluxDB sink: per-request, per-interval and event points, written without blocking.
+
+Usage (the load generator, under gevent monkey-patching, or any plain thread)::
+
+    sink = InfluxSink(config, run_id=run_id, spool_dir=results / "influx-spool")
+    sink.start()
+    sink.request(record, {"target": "vllm", "kind": "vllm", "model": "m"})   # hot path: an append
+    sink.interval(row, {"target": "vllm", "kind": "vllm", "model": "m"})
+    sink.event("start", "run started")
+    stats = sink.close(timeout_s=10)   # {"written", "spooled", "dropped", "spool_dir"}
+
+``request()``, ``interval()``, ``event()`` and ``point()`` only append to a deque. One
+background writer (a ``threading.Thread``, which monkey-patching turns into a greenlet)
+formats the points in small slices, yielding between slices so the event loop never waits
+more than a fraction of a millisecond, and posts batches with bounded retries. A batch that
+still fails goes to the spool (``llmload influx replay`` writes it later); after such a
+failure the writer stops retrying every batch, spools at once and probes the server every
+``flush_interval_s`` (at least 1 s) until it answers again. ``close()`` returns within its
+timeout: whatever could not be written by then is spooled, never lost.
+
+Timestamps: a request's point is stamped with its start time at microsecond precision; the
+nanosecond digits number points that share a series and microsecond, so no point overwrites
+another (InfluxDB keeps one point per series and timestamp).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from llmload.records import RequestRecord
+from llmload.sinks.influx_config import InfluxConfig
+from llmload.sinks.influx_write import InfluxWriter, WriteError
+from llmload.sinks.lineproto import FieldValue, format_fields, seconds_to_ns, series_prefix
+from llmload.sinks.spool import Spool
+
+log = logging.getLogger("llmload.influx")
+
+INTERVAL_FIELDS: tuple[str, ...] = (
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "output_tok_s",
+    "req_s",
+    "in_flight",
+    "failures",
+    "requests",
+    "output_tokens",
+    "loop_lag_p99_ms",
+    "cpu_percent",
+    "users",
+)
+EVENT_KINDS: tuple[str, ...] = ("start", "stop", "phase", "stage", "worker_lost", "warning")
+
+_REQUEST, _INTERVAL, _EVENT, _POINT = 0, 1, 2, 3
+_SLICE = 128  # points formatted between two yields to the event loop
+_GENERATION = 200_000  # (series, microsecond) keys remembered per generation for unique timestamps
+
+
+def _ms(v: float | None) -> str | None:
+    if v is None:
+        return None
+    f = v * 1000.0
+    return repr(f) if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+class InfluxSink:
+    """Buffers points from the hot path; a background writer sends or spools them."""
+
+    def __init__(self, config: InfluxConfig, *, run_id: str, spool_dir: Path, worker: str = "local") -> None:
+        self.config = config
+        self.run_id = run_id
+        self.worker = worker
+        self.spool_dir = Path(spool_dir)
+        self._buf: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._writer = InfluxWriter(config)
+        self._spool = Spool(self.spool_dir, prefix=f"{run_id}-{worker}")
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._deadline: float | None = None
+        self._down = False
+        self._next_probe = 0.0
+        self._prefixes: dict[tuple[Any, ...], str] = {}
+        self._ts_cur: dict[tuple[str, int], int] = {}
+        self._ts_prev: dict[tuple[str, int], int] = {}
+        self.written = 0
+        self.dropped = 0
+        self.last_error: str | None = None
+
+    # ---- hot path: appends only -------------------------------------------------------------
+    def request(self, record: RequestRecord, tags: dict[str, str]) -> None:
+        self._buf.append((_REQUEST, record, tags))
+
+    def interval(self, row: dict, tags: dict[str, str]) -> None:
+        self._buf.append((_INTERVAL, row, tags))
+
+    def event(self, kind: str, text: str, tags: dict[str, str] | None = None, t: float | None = None) -> None:
+        self._buf.append((_EVENT, kind, text, tags, time.time() if t is None else t))
+
+    def point(
+        self,
+        measurement: str,
+        tags: Mapping[str, str],
+        fields: Mapping[str, FieldValue],
+        t: float | None = None,
+    ) -> None:
+        """Any other point (the collector's gpu/engine points). ``t`` in epoch seconds."""
+        self._buf.append((_POINT, measurement, tags, fields, time.time() if t is None else t))
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+    @property
+    def spooled(self) -> int:
+        return self._spool.points
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="llmload-influx-writer", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout_s: float = 10.0) -> dict:
+        """Flush what is buffered (writing, else spooling) and stop; returns within ~timeout_s."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        # Keep a margin for formatting and spooling what is left after the last write attempt.
+        self._deadline = deadline - min(1.0, timeout_s * 0.2)
+        self._closing = True
+        thread = self._thread
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("InfluxDB writer still busy at close; spooling what is left")
+                self._spool_rest()
+        else:
+            self._drain()
+        self._writer.close()
+        return {
+            "written": self.written,
+            "spooled": self._spool.points,
+            "dropped": self.dropped,
+            "spool_dir": str(self.spool_dir),
+        }
+
+    # ---- background writer ----------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._drain()
+        except Exception:  # pragma: no cover - a bug; keep the points rather than lose them
+            log.exception("InfluxDB writer failed; spooling what is left")
+            self._spool_rest()
+
+    def _drain(self) -> None:
+        cfg = self.config
+        poll = min(0.05, cfg.flush_interval_s)
+        last_flush = time.monotonic()
+        while True:
+            now = time.monotonic()
+            n = len(self._buf)
+            due = n >= cfg.batch_size or (n and now - last_flush >= cfg.flush_interval_s)
+            if self._closing:
+                if not n:
+                    return
+                if self._deadline is not None and now >= self._deadline:
+                    self._spool_rest()
+                    return
+                due = True
+            if not due:
+                time.sleep(poll)
+                continue
+            last_flush = now
+            lines, chunks = self._format(cfg.batch_size)
+            if lines:
+                self._send(lines, chunks)
+
+    def _format(self, limit: int) -> tuple[list[str], list[bytes]]:
+        """Pop up to ``limit`` items and format them, yielding to the loop every slice."""
+        buf = self._buf
+        lines: list[str] = []
+        chunks: list[bytes] = []
+        fmt = self._format_item
+        while len(lines) < limit and buf:
+            start = len(lines)
+            for _ in range(min(_SLICE, limit - len(lines))):
+                try:
+                    item = buf.popleft()
+                except IndexError:
+                    break
+                line = fmt(item)
+                if line is not None:
+                    lines.append(line)
+            if len(lines) > start:
+                chunks.append(("\n".join(lines[start:]) + "\n").encode("utf-8"))
+            time.sleep(0)  # a greenlet switch under gevent; releases the GIL otherwise
+        return lines, chunks
+
+    def _send(self, lines: list[str], chunks: list[bytes]) -> None:
+        now = time.monotonic()
+        deadline = self._deadline if self._closing else None
+        if deadline is not None and now >= deadline:
+            self._to_spool(lines)
+            return
+        if self._down and now < self._next_probe:
+            self._to_spool(lines)
+            return
+        body = b"".join(chunks)
+        try:
+            # While down, one attempt per probe; otherwise the configured retries.
+            self._writer.write(body, deadline=deadline, max_retries=0 if self._down else None)
+        except WriteError as exc:
+            self.last_error = str(exc)
+            if not self._down:
+                log.warning("InfluxDB write failed after retries (%s); spooling to %s", exc, self.spool_dir)
+            self._down = True
+            self._next_probe = time.monotonic() + max(1.0, self.config.flush_interval_s)
+            self._to_spool(lines)
+            return
+        if self._down:
+            log.warning("InfluxDB at %s accepts writes again", self._writer.where)
+            self._down = False
+        self.written += len(lines)
+
+    def _to_spool(self, lines: list[str]) -> None:
+        if not self._spool.files:
+            try:
+                self._spool.write_target(self.config.describe())
+            except OSError:
+                pass
+        try:
+            self._spool.add(lines)
+        except OSError as exc:
+            self.dropped += len(lines)
+            log.error("cannot spool %d InfluxDB points to %s: %s", len(lines), self.spool_dir, exc)
+
+    def _spool_rest(self) -> None:
+        while self._buf:
+            lines, _ = self._format(max(self.config.batch_size, 10_000))
+            self._to_spool(lines)
+
+    # ---- formatting -------------------------------------------------------------------------
+    def _prefix(self, key: tuple[Any, ...], measurement: str, tags: dict[str, str]) -> str:
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            if len(self._prefixes) > 50_000:
+                self._prefixes.clear()
+            prefix = series_prefix(measurement, tags.items())
+            self._prefixes[key] = prefix
+        return prefix
+
+    def _unique_ts(self, prefix: str, t: float) -> int:
+        us = int(round(t * 1_000_000))
+        key = (prefix, us)
+        n = self._ts_cur.get(key)
+        if n is None:
+            n = self._ts_prev.get(key, 0)
+        if len(self._ts_cur) >= _GENERATION:
+            self._ts_prev = self._ts_cur
+            self._ts_cur = {}
+        self._ts_cur[key] = n + 1
+        return us * 1000 + min(n, 999)
+
+    def _format_item(self, item: tuple[Any, ...]) -> str | None:
+        kind = item[0]
+        if kind == _REQUEST:
+            return self._format_request(item[1], item[2])
+        if kind == _INTERVAL:
+            return self._format_interval(item[1], item[2])
+        if kind == _EVENT:
+            return self._format_event(item[1], item[2], item[3], item[4])
+        return self._format_point(item[1], item[2], item[3], item[4])
+
+    def _format_request(self, rec: RequestRecord, tags: dict[str, str]) -> str | None:
+        worker = rec.worker if rec.worker and rec.worker != "local" else self.worker
+        key = (_REQUEST, tuple(tags.items()), rec.status, worker, rec.phase)
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            full = dict(tags)
+            full.update(run_id=self.run_id, status=rec.status, worker=worker, phase=rec.phase)
+            prefix = self._prefix(key, "llm_request", full)
+        fields = [f"index={float(rec.index)!r}", f"output_tokens={float(rec.output_tokens)!r}"]
+        for name, value in (
+            ("ttft_ms", rec.ttft_s),
+            ("e2e_ms", rec.e2e_s),
+            ("tpot_ms", rec.tpot_s),
+            ("schedule_lag_ms", rec.schedule_lag_s),
+        ):
+            text = _ms(value)
+            if text is not None:
+                fields.append(name + "=" + text)
+        itl = rec.itl_s
+        if itl:
+            fields.append("itl_mean_ms=" + repr(sum(itl) * 1000.0 / len(itl)))
+            fields.append("itl_max_ms=" + repr(max(itl) * 1000.0))
+        if rec.prompt_tokens is not None:
+            fields.append(f"prompt_tokens={float(rec.prompt_tokens)!r}")
+        return f"{prefix} {','.join(fields)} {self._unique_ts(prefix, rec.start_time)}"
+
+    def _format_interval(self, row: dict, tags: dict[str, str]) -> str | None:
+        full = dict(tags)
+        if row.get("target"):
+            full["target"] = str(row["target"])
+        full.update(run_id=self.run_id, worker=str(row.get("worker") or self.worker))
+        prefix = series_prefix("llm_interval", full.items())
+        field_text = format_fields({name: row.get(name) for name in INTERVAL_FIELDS})
+        if not field_text:
+            return None
+        return f"{prefix} {field_text} {self._unique_ts(prefix, float(row.get('t') or time.time()))}"
+
+    def _format_event(self, kind: str, text: str, tags: dict[str, str] | None, t: float) -> str | None:
+        full = dict(tags or {})
+        full.update(run_id=self.run_id, kind=kind, worker=full.get("worker") or self.worker)
+        prefix = series_prefix("llm_event", full.items())
+        field_text = format_fields({"title": kind, "text": text})
+        return f"{prefix} {field_text} {self._unique_ts(prefix, t)}"
+
+    def _format_point(
+        self, measurement: str, tags: Mapping[str, str], fields: Mapping[str, FieldValue], t: float
+    ) -> str | None:
+        prefix = series_prefix(measurement, tags.items())
+        field_text = format_fields(fields)
+        if not field_text:
+            return None
+        return f"{prefix} {field_text} {self._unique_ts(prefix, t)}"
+
+
+__all__ = ["InfluxSink", "INTERVAL_FIELDS", "EVENT_KINDS", "seconds_to_ns"]

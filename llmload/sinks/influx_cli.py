@@ -1,0 +1,131 @@
+"""``llmload influx ...``: write spooled points to InfluxDB later.
+
+    llmload influx replay DIR [--influx URL ...]
+
+DIR is a results directory (its ``influx-spool/`` is used) or a spool directory. Without
+``--influx`` the destination recorded in the spool's ``target.json`` is used (URL, API,
+database/org/bucket; secrets still come from the environment). Each spool file is moved to
+``replayed/`` once all of its lines were accepted, so replaying twice writes nothing twice.
+
+Exit codes: 0 every file replayed (or nothing to replay), 1 some files still fail (they stay
+in place for the next try), 2 bad input (no such directory, invalid options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from llmload.sinks.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
+from llmload.sinks.influx_write import InfluxWriter, WriteError
+from llmload.sinks.spool import (
+    iter_chunks,
+    mark_replayed,
+    pending_files,
+    read_lines,
+    read_target,
+    resolve_spool_dir,
+)
+
+EXIT_OK, EXIT_REMAINING, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmload influx", description="InfluxDB utilities")
+    sub = parser.add_subparsers(dest="command", required=True)
+    replay = sub.add_parser("replay", help="write spooled points (results dir or influx-spool dir)")
+    replay.add_argument("directory", type=Path, help="results directory or its influx-spool/ directory")
+    add_influx_arguments(replay)
+    return parser
+
+
+class _BadInput(Exception):
+    pass
+
+
+def _error_line(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "influx"
+    return f"{where}: {first.get('msg', 'invalid')}"
+
+
+def _config_for(ns: argparse.Namespace, spool_dir: Path) -> InfluxConfig:
+    base = None
+    try:
+        target = read_target(spool_dir)
+    except (OSError, ValueError) as exc:
+        raise _BadInput(f"{spool_dir / 'target.json'}: unreadable ({exc})") from None
+    try:
+        if target and target.get("url"):
+            base = InfluxConfig.model_validate({k: v for k, v in target.items() if v is not None})
+        config = influx_config_from_args(ns, base)
+    except ValidationError as exc:
+        raise _BadInput(f"influx options: {_error_line(exc)}") from None
+    if config is None:
+        raise _BadInput(f"{spool_dir}: no target.json; give the destination with --influx URL")
+    return config
+
+
+def replay(spool_dir: Path, config: InfluxConfig, out=sys.stdout) -> int:
+    """Replay every pending file; returns the exit code."""
+    writer = InfluxWriter(config)
+    files = pending_files(spool_dir)
+    written_points = written_files = 0
+    failed_points = failed_files = 0
+    last_error = ""
+    start = time.monotonic()
+    try:
+        for path in files:
+            lines = read_lines(path)
+            try:
+                for chunk in iter_chunks(lines, config.batch_size):
+                    writer.write(("\n".join(chunk) + "\n").encode("utf-8"))
+            except WriteError as exc:
+                failed_points += len(lines)
+                failed_files += 1
+                last_error = str(exc)
+                continue
+            mark_replayed(path)
+            written_points += len(lines)
+            written_files += 1
+    finally:
+        writer.close()
+    print(
+        f"replayed {written_points} points from {written_files} files to {writer.where} "
+        f"in {time.monotonic() - start:.1f} s; remaining {failed_points} points in {failed_files} files",
+        file=out,
+    )
+    if failed_files:
+        print(f"last error: {last_error}", file=out)
+        return EXIT_REMAINING
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        ns = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed one usage line
+        return EXIT_OK if exc.code == 0 else EXIT_BAD_INPUT
+    try:
+        if not ns.directory.is_dir():
+            raise _BadInput(f"{ns.directory}: no such directory")
+        spool_dir = resolve_spool_dir(ns.directory)
+        if not pending_files(spool_dir):
+            print(
+                f"replayed 0 points from 0 files; remaining 0 points in 0 files ({spool_dir}: nothing to replay)"
+            )
+            return EXIT_OK
+        config = _config_for(ns, spool_dir)
+    except _BadInput as exc:
+        print(f"llmload influx replay: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return replay(spool_dir, config)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

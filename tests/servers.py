@@ -1,0 +1,275 @@
+"""Real InfluxDB 1.x and VictoriaMetrics processes for tests, on free loopback ports.
+
+Usage::
+
+    from tests.servers import influxdb_server, victoria_metrics_server
+
+    def test_x(tmp_path):
+        with influxdb_server(tmp_path) as influx:          # InfluxHandle
+            influx.create_database("llmload")
+            ... write to influx.url ...
+            rows = influx.query("SELECT count(ttft_ms) FROM llm_request", db="llmload")
+            influx.stop(); influx.start()                   # same port, same data (outage tests)
+
+        with victoria_metrics_server(tmp_path) as vm:      # VMHandle (accepts /api/v2/write)
+            series = vm.export('{__name__=~"llm_request_.*"}')
+
+When a binary is missing the helpers skip the test with a reason, except when ``CI=true``,
+where they fail it (CI must run against the real servers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+INFLUXD = "influxd"
+VICTORIA = "victoria-metrics"
+
+
+def require_binary(name: str) -> str:
+    """Path of ``name``; skips the test when missing, fails it when CI=true."""
+    path = shutil.which(name)
+    if path:
+        return path
+    package = {INFLUXD: "influxdb"}.get(name, name)
+    reason = f"{name} is not installed (apt-get install -y --no-install-recommends {package})"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (the caller binds it at once)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _http(url: str, data: bytes | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], ok: tuple[int, ...], timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before {url} answered")
+        try:
+            status, _ = _http(url, timeout=1.0)
+            if status in ok:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@dataclass
+class InfluxHandle:
+    """A running ``influxd`` (1.x): v1 /write and InfluxQL /query."""
+
+    url: str
+    port: int
+    root: Path
+    binary: str
+    config_path: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        log = open(self.root / "influxd.log", "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "-config", str(self.config_path)], stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        _wait_http(self.url + "/ping", self.proc, ok=(204,))
+
+    def stop(self) -> None:
+        _stop(self.proc)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def create_database(self, name: str) -> None:
+        self.query(f'CREATE DATABASE "{name}"')
+
+    def query(self, q: str, db: str | None = None) -> list[dict[str, Any]]:
+        """Run InfluxQL; one dict per row, with the series' tags merged in (and ``_measurement``)."""
+        params = {"q": q, "epoch": "ns"}
+        if db:
+            params["db"] = db
+        status, body = _http(self.url + "/query", data=urllib.parse.urlencode(params).encode())
+        if status != 200:
+            raise RuntimeError(f"InfluxQL {q!r} -> HTTP {status}: {body[:300]!r}")
+        rows: list[dict[str, Any]] = []
+        for result in json.loads(body).get("results", []):
+            if "error" in result:
+                raise RuntimeError(f"InfluxQL {q!r}: {result['error']}")
+            for series in result.get("series", []):
+                for values in series.get("values", []):
+                    row = dict(zip(series["columns"], values, strict=False))
+                    row.update(series.get("tags") or {})
+                    row["_measurement"] = series.get("name")
+                    rows.append(row)
+        return rows
+
+    def count(self, measurement: str, field_name: str, db: str, where: str = "") -> int:
+        """Number of stored points that have ``field_name``."""
+        clause = f" WHERE {where}" if where else ""
+        rows = self.query(f'SELECT count("{field_name}") FROM "{measurement}"{clause}', db=db)
+        return int(rows[0]["count"]) if rows else 0
+
+
+_INFLUX_CONF = """\
+reporting-disabled = true
+bind-address = "127.0.0.1:{rpc_port}"
+
+[meta]
+  dir = "{root}/meta"
+  logging-enabled = false
+
+[data]
+  dir = "{root}/data"
+  wal-dir = "{root}/wal"
+  query-log-enabled = false
+  trace-logging-enabled = false
+
+[http]
+  enabled = true
+  bind-address = "127.0.0.1:{port}"
+  auth-enabled = false
+  log-enabled = false
+  max-body-size = 0
+
+[monitor]
+  store-enabled = false
+
+[continuous_queries]
+  enabled = false
+
+[subscriber]
+  enabled = false
+"""
+
+
+@contextmanager
+def influxdb_server(tmp_path: Path) -> Iterator[InfluxHandle]:
+    """Start ``influxd`` with its data under ``tmp_path``; stopped on exit."""
+    binary = require_binary(INFLUXD)
+    root = Path(tmp_path) / f"influxd-{os.getpid()}-{time.monotonic_ns()}"
+    root.mkdir(parents=True)
+    last: Exception | None = None
+    for _ in range(3):  # a probed port can be taken between the probe and the bind
+        port, rpc_port = free_port(), free_port()
+        conf = root / "influxdb.conf"
+        conf.write_text(_INFLUX_CONF.format(root=root, port=port, rpc_port=rpc_port))
+        handle = InfluxHandle(f"http://127.0.0.1:{port}", port, root, binary, conf)
+        try:
+            handle.start()
+        except RuntimeError as exc:
+            last = exc
+            handle.stop()
+            continue
+        try:
+            yield handle
+        finally:
+            handle.stop()
+        return
+    raise RuntimeError(f"influxd did not start: {last}; see {root / 'influxd.log'}")
+
+
+@dataclass
+class VMHandle:
+    """A running single-node VictoriaMetrics (accepts Influx line protocol on /write and /api/v2/write)."""
+
+    url: str
+    port: int
+    root: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def flush(self) -> None:
+        """Make just-written samples visible to queries."""
+        _http(self.url + "/internal/force_flush")
+
+    def export(self, match: str) -> list[dict[str, Any]]:
+        """``/api/v1/export`` as a list of ``{"metric": {...}, "values": [...], "timestamps": [...]}``."""
+        self.flush()
+        query = urllib.parse.urlencode({"match[]": match})
+        status, body = _http(f"{self.url}/api/v1/export?{query}")
+        if status != 200:
+            raise RuntimeError(f"export {match!r} -> HTTP {status}: {body[:300]!r}")
+        return [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+
+    def sample_count(self, match: str) -> int:
+        return sum(len(s["values"]) for s in self.export(match))
+
+
+@contextmanager
+def victoria_metrics_server(tmp_path: Path) -> Iterator[VMHandle]:
+    """Start ``victoria-metrics`` with its storage under ``tmp_path``; stopped on exit."""
+    binary = require_binary(VICTORIA)
+    root = Path(tmp_path) / f"vm-{os.getpid()}-{time.monotonic_ns()}"
+    root.mkdir(parents=True)
+    last: Exception | None = None
+    for _ in range(3):
+        port = free_port()
+        log = open(root / "vm.log", "ab")
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"-httpListenAddr=127.0.0.1:{port}",
+                f"-storageDataPath={root / 'data'}",
+                "-retentionPeriod=100y",
+                "-search.latencyOffset=0s",
+                "-loggerLevel=ERROR",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        handle = VMHandle(f"http://127.0.0.1:{port}", port, root, proc)
+        try:
+            _wait_http(handle.url + "/health", proc, ok=(200,))
+        except RuntimeError as exc:
+            last = exc
+            _stop(proc)
+            continue
+        try:
+            yield handle
+        finally:
+            _stop(proc)
+        return
+    raise RuntimeError(f"victoria-metrics did not start: {last}; see {root / 'vm.log'}")
