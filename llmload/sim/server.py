@@ -1,0 +1,375 @@
+"""The live simulator: the HTTP surface, request validation, and the driver that paces engine steps
+against the host clock.
+
+Steps run on ABSOLUTE model times: step k ends at t0 + the sum of the step times since the engine last
+went idle.  The driver sleeps until that time, then writes every sequence's token in one pass (no
+task per token).  When the host is late by more than ``warn_lag_ms`` the step still counts at its
+model time (no silent stretching); the lag is exposed and warned about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmload.sim import wire
+from llmload.sim.engine import EngineCore, Sequence, StepResult
+from llmload.sim.http import HttpProtocol, HttpRequest
+from llmload.sim.profiles import SimProfile
+from llmload.sim.telemetry import EngineMetrics, GpuEmulator, SimHealth
+from llmload.sim.tokens import (
+    Plan,
+    chat_token_ids,
+    content_digest,
+    plan_request,
+    prompt_token_ids,
+    token_text,
+)
+
+log = logging.getLogger("llmload.sim")
+DEFAULT_MAX_TOKENS = 256
+GPU_SAMPLE_S = 0.5
+WARN_EVERY_S = 10.0
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(eq=False)
+class RequestState:
+    proto: HttpProtocol
+    fmt: wire.StreamFormat
+    plan: Plan
+    stream: bool
+    interval: int
+    pending: list[str] = field(default_factory=list)  # token texts not yet written
+    sent_role: bool = False
+    last_token_t: float = 0.0
+    text: list[str] = field(default_factory=list)  # non-stream: the whole answer
+
+    def flush(self, completion: int) -> None:
+        if not self.pending or self.proto.paused:
+            return  # a lagging client gets merged deltas later, as vLLM does
+        data = self.fmt.content("".join(self.pending), completion)
+        if not self.sent_role and self.fmt.chat:
+            data = self.fmt.role() + data
+            self.sent_role = True
+        self.pending.clear()
+        self.proto.send(data)
+
+
+def _int_field(body: dict[str, Any], name: str, default: int | None) -> int | None:
+    v = body.get(name, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadRequest(400, f"{name} must be an integer")
+    return v
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    raise BadRequest(400, "messages: content must be a string or a list of parts")
+
+
+class SimServer:
+    def __init__(
+        self, profile: SimProfile, *, model: str | None = None, dialect: str | None = None, seed: int = 0
+    ) -> None:
+        self.profile = profile
+        self.model = model or profile.model
+        self.dialect = dialect or profile.dialect
+        self.seed = seed
+        self.core = EngineCore(profile)
+        self.health = SimHealth()
+        self.metrics = EngineMetrics(self.dialect, self.model, self.core, self.health, profile)
+        self.gpu: GpuEmulator | None = None
+        self.created = int(time.time())
+        self._wake: asyncio.Event | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._next_id = 0
+        self._last_warn = -1e9
+        self.port = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self.core.clock = loop.time()
+        self.gpu = GpuEmulator(self.profile, self.core, loop.time())
+        self._server = await loop.create_server(lambda: HttpProtocol(self.handle), host, port, backlog=4096)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._tasks = [loop.create_task(self._drive()), loop.create_task(self._sample_gpu())]
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+
+    # -- the driver -----------------------------------------------------------------------------
+    async def _drive(self) -> None:
+        loop = asyncio.get_running_loop()
+        core, wake = self.core, self._wake
+        assert wake is not None
+        while True:
+            res = core.step() if core.has_work() else None
+            if res is None:  # idle: sleep until something arrives
+                wake.clear()
+                await wake.wait()
+                core.clock = max(core.clock, loop.time())
+                continue
+            delay = res.end - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._note_lag(loop.time() - res.end)
+            self._emit(res)
+
+    def _note_lag(self, lag: float) -> None:
+        h = self.health
+        lag = max(0.0, lag)
+        h.lag_s = lag
+        h.lag_max_s = max(h.lag_max_s, lag)
+        self.metrics.lag.observe(lag)
+        if lag * 1000.0 > self.profile.warn_lag_ms:
+            h.late_steps += 1
+            now = time.monotonic()
+            if now - self._last_warn > WARN_EVERY_S:
+                self._last_warn = now
+                log.warning(
+                    "host is %.1f ms behind the model clock (%d late steps so far): figures from this "
+                    "simulator are stretched; give it a core of its own or lighten the load",
+                    lag * 1000.0,
+                    h.late_steps,
+                )
+
+    def _emit(self, res: StepResult) -> None:
+        t = res.end
+        m, h = self.metrics, self.health
+        for e in res.emissions:
+            seq = e.seq
+            st: RequestState = seq.ctx
+            if e.fault:
+                h.aborted_fault += 1
+                msg = "simulated engine fault (fault_rate): request aborted"
+                if st.stream:
+                    st.proto.end_stream(wire.stream_error(msg))
+                else:
+                    st.proto.respond(500, wire.error_body(500, msg))
+                continue
+            i = e.token_index
+            if i == 0:
+                m.ttft.observe(t - seq.arrival)
+                m.queue.observe((seq.first_scheduled or seq.arrival) - seq.arrival)
+            else:
+                m.itl.observe(t - st.last_token_t)
+            st.last_token_t = t
+            text = token_text(st.plan, i)
+            if e.finish_reason is None:
+                if st.stream:
+                    st.pending.append(text)
+                    if i == 0 or len(st.pending) >= st.interval:
+                        st.flush(i + 1)
+                else:
+                    st.text.append(text)
+                continue
+            m.e2e.observe(t - seq.arrival)
+            if e.finish_reason == "stop":
+                h.finished_stop += 1
+            else:
+                h.finished_length += 1
+            self._finish(seq, st, text, e.finish_reason)
+
+    def _finish(self, seq: Sequence, st: RequestState, text: str, reason: str) -> None:
+        n = seq.output
+        if st.stream:
+            data = st.fmt.final("".join(st.pending) + text, n, reason)
+            if not st.sent_role and st.fmt.chat:
+                data = st.fmt.role() + data
+            st.proto.end_stream(data)
+        else:
+            f = st.fmt
+            body = wire.full_body(
+                chat=f.chat,
+                request_id=f.request_id,
+                model=f.model,
+                created=f.created,
+                text="".join(st.text) + text,
+                prompt_tokens=seq.prompt_len,
+                completion=n,
+                finish_reason=reason,
+            )
+            st.proto.respond(200, body)
+
+    async def _sample_gpu(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(GPU_SAMPLE_S)
+            if self.gpu is not None:
+                self.gpu.sample(loop.time())
+
+    # -- HTTP -----------------------------------------------------------------------------------
+    def handle(self, req: HttpRequest, proto: HttpProtocol) -> None:
+        path, method = req.path.rstrip("/") or "/", req.method
+        routes = {
+            "/v1/chat/completions": "POST",
+            "/v1/completions": "POST",
+            "/v1/models": "GET",
+            "/health": "GET",
+            "/metrics": "GET",
+            "/dcgm/metrics": "GET",
+            "/version": "GET",
+        }
+        want = routes.get(path)
+        if want is None:
+            proto.respond(404, wire.error_body(404, f"no route {path}"))
+            return
+        if method != want and not (method == "HEAD" and want == "GET"):
+            proto.respond(405, wire.error_body(405, f"{method} not allowed on {path}"))
+            return
+        if path == "/health":
+            proto.respond(200, b"", "text/plain")
+        elif path == "/v1/models":
+            owner = "aphrodite" if self.dialect == "aphrodite" else "vllm"
+            proto.respond(200, wire.models_body(self.model, self.created, self.profile.max_model_len, owner))
+        elif path == "/metrics":
+            proto.respond(200, self.metrics.text(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/dcgm/metrics":
+            assert self.gpu is not None
+            proto.respond(200, self.gpu.dcgm_text().encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/version":
+            from llmload import __version__
+
+            proto.respond(200, json.dumps({"version": __version__, "simulated": True}).encode())
+        else:
+            try:
+                self._start_completion(req, proto, chat=path == "/v1/chat/completions")
+            except BadRequest as err:
+                proto.respond(err.status, wire.error_body(err.status, str(err)))
+
+    def _parse(self, req: HttpRequest, chat: bool) -> tuple[dict[str, Any], list[int], bytes]:
+        try:
+            body = json.loads(req.body)
+        except (ValueError, UnicodeDecodeError):
+            raise BadRequest(400, "request body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise BadRequest(400, "request body must be a JSON object")
+        model = body.get("model")
+        if model is not None and model != self.model:
+            raise BadRequest(404, f"The model `{model}` does not exist.")
+        if chat:
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                raise BadRequest(400, "messages: a non-empty list of messages is required")
+            pairs = []
+            for m in msgs:
+                if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                    raise BadRequest(400, "messages: each message needs a string role")
+                pairs.append((m["role"], _text_of(m.get("content"))))
+            ids = chat_token_ids(pairs)
+            key = json.dumps(pairs).encode()
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+                prompt = prompt[0]
+            if isinstance(prompt, str):
+                ids = prompt_token_ids(prompt)
+            elif isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
+                ids = list(prompt)  # token ids
+            else:
+                raise BadRequest(400, "prompt: one string (or one list of token ids) is required")
+            key = json.dumps(prompt).encode()
+        return body, ids, key
+
+    def _start_completion(self, req: HttpRequest, proto: HttpProtocol, chat: bool) -> None:
+        p = self.profile
+        body, ids, key = self._parse(req, chat)
+        n = _int_field(body, "n", 1)
+        if n != 1:
+            raise BadRequest(400, "n: only n=1 is supported by the simulator")
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise BadRequest(400, "stream must be a boolean")
+        opts = body.get("stream_options")
+        if opts is not None and not stream:
+            raise BadRequest(400, "Stream options can only be defined when `stream=True`.")
+        if opts is not None and not isinstance(opts, dict):
+            raise BadRequest(400, "stream_options must be an object")
+        max_tokens = _int_field(
+            body, "max_completion_tokens" if chat and "max_completion_tokens" in body else "max_tokens", None
+        )
+        if max_tokens is None:
+            max_tokens = max(1, min(DEFAULT_MAX_TOKENS, p.max_model_len - len(ids)))
+        if max_tokens <= 0:
+            raise BadRequest(400, f"max_tokens must be at least 1, got {max_tokens}.")
+        min_tokens = _int_field(body, "min_tokens", 0) or 0
+        if min_tokens < 0 or min_tokens > max_tokens:
+            raise BadRequest(
+                400, f"min_tokens must be between 0 and max_tokens={max_tokens}, got {min_tokens}"
+            )
+        temp = body.get("temperature", 1.0)
+        if temp is not None and (isinstance(temp, bool) or not isinstance(temp, (int, float)) or temp < 0):
+            raise BadRequest(400, "temperature must be a non-negative number")
+        seed = _int_field(body, "seed", None)
+        ignore_eos = bool(body.get("ignore_eos", False))
+        if len(ids) + max_tokens > p.max_model_len:
+            raise BadRequest(
+                400,
+                f"This model's maximum context length is {p.max_model_len} tokens. However, you requested "
+                f"{len(ids) + max_tokens} tokens ({len(ids)} in the messages, {max_tokens} in the completion). "
+                "Please reduce the length of the messages or completion.",
+            )
+        plan = plan_request(
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+            ignore_eos=ignore_eos,
+            dist=p.output_length,
+            fault_rate=p.fault_rate,
+            sim_seed=self.seed,
+            request_seed=seed,
+            digest=content_digest(key + b"|%d" % max_tokens),
+        )
+        include_usage = continuous = False
+        if opts is not None:  # both engines default include_usage to True once stream_options is sent
+            include_usage = bool(opts.get("include_usage", True))
+            continuous = (
+                bool(opts.get("continuous_usage_stats", self.dialect == "aphrodite")) and include_usage
+            )
+        self._next_id += 1
+        rid = ("chatcmpl-" if chat else "cmpl-") + f"{os.getpid():x}{self._next_id:08x}"
+        fmt = wire.StreamFormat(chat, rid, self.model, int(time.time()), len(ids), include_usage, continuous)
+        loop = asyncio.get_running_loop()
+        seq = Sequence(self._next_id, ids, plan, loop.time())
+        seq.ctx = RequestState(proto, fmt, plan, stream, p.stream_interval)
+        if stream:
+            proto.start_stream()
+            proto.on_resume = lambda: seq.ctx.flush(seq.output)
+        proto.on_disconnect = lambda: self._disconnected(seq)
+        self.core.add(seq)
+        assert self._wake is not None
+        self._wake.set()
+
+    def _disconnected(self, seq: Sequence) -> None:
+        if not seq.done:
+            self.health.aborted_disconnect += 1
+            self.core.abort(seq)

@@ -1,0 +1,93 @@
+"""Deterministic stand-ins for a tokenizer and a sampler.
+
+- Prompt tokens: each whitespace-separated word counts ceil(len(word) / 6) tokens (about 1.3 tokens per
+  English word); each chat message adds 4 template tokens and the assistant header adds 3 (Llama-3-like).
+  Token ids are hashes of (word, piece), so equal prompt prefixes give equal block hashes.
+- Output length: ``max_tokens`` with ignore_eos (or min_tokens >= max_tokens); otherwise a lognormal
+  natural stop length drawn from a generator seeded by (simulator seed, request seed, request content).
+- Token text: short pseudo-words such as " tok123".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from llmload.sim.profiles import OutputLength
+
+CHARS_PER_TOKEN = 6
+MESSAGE_OVERHEAD = 4
+ASSISTANT_HEADER = 3
+TOKEN_TEXTS: tuple[str, ...] = tuple(f" tok{i}" for i in range(1000))
+
+
+def word_token_ids(text: str) -> list[int]:
+    """Pseudo token ids of a text: ceil(len(word)/6) ids per whitespace word."""
+    ids: list[int] = []
+    for word in text.split():
+        b = word.encode()
+        for piece in range(max(1, math.ceil(len(word) / CHARS_PER_TOKEN))):
+            ids.append(zlib.crc32(b, piece))
+    return ids
+
+
+def chat_token_ids(messages: Iterable[tuple[str, str]]) -> list[int]:
+    """Token ids of chat messages given as (role, content) pairs, with template overhead."""
+    ids: list[int] = [1]  # begin-of-text
+    for role, content in messages:
+        role_id = zlib.crc32(role.encode(), 7)
+        ids.extend((2, role_id, 3, 4))  # header start, role, header end, newline
+        ids.extend(word_token_ids(content))
+    ids.extend((2, zlib.crc32(b"assistant", 7), 3)[:ASSISTANT_HEADER])
+    return ids
+
+
+def prompt_token_ids(prompt: str) -> list[int]:
+    """Token ids of a completions prompt (begin-of-text + words)."""
+    return [1, *word_token_ids(prompt)]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a request will do: how many tokens, why it stops, whether (and where) it faults."""
+
+    output_tokens: int
+    finish_reason: str  # "length" | "stop"
+    fault_at: int | None  # abort after this many tokens (None: no fault)
+    text_offset: int  # where its pseudo-words start in TOKEN_TEXTS
+
+
+def content_digest(payload: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "big")
+
+
+def plan_request(
+    *,
+    max_tokens: int,
+    min_tokens: int,
+    ignore_eos: bool,
+    dist: OutputLength,
+    fault_rate: float,
+    sim_seed: int,
+    request_seed: int | None,
+    digest: int,
+) -> Plan:
+    """Decide output length, finish reason and fault for one request, deterministically."""
+    rng = random.Random(hash((sim_seed, request_seed if request_seed is not None else -1, digest)))
+    natural = max(dist.min, round(dist.median * math.exp(dist.sigma * rng.gauss(0.0, 1.0))))
+    if ignore_eos or min_tokens >= max_tokens or natural >= max_tokens:
+        n, reason = max_tokens, "length"
+    else:
+        n, reason = max(natural, min_tokens, 1), "stop"
+    fault_at = None
+    if fault_rate > 0 and rng.random() < fault_rate:
+        fault_at = rng.randrange(0, n)
+    return Plan(n, reason, fault_at, rng.randrange(len(TOKEN_TEXTS)))
+
+
+def token_text(plan: Plan, index: int) -> str:
+    return TOKEN_TEXTS[(plan.text_offset + index * 7) % len(TOKEN_TEXTS)]

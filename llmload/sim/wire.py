@@ -1,0 +1,168 @@
+"""Bytes on the wire, as vLLM and Aphrodite send them: SSE chunks, final bodies and error objects.
+
+Chunks are assembled from pre-built byte fragments (no JSON encoder per token): the hot path is one
+``b"".join`` per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+DONE = b"data: [DONE]\n\n"
+
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    405: "MethodNotAllowed",
+    500: "InternalServerError",
+}
+
+
+def error_body(status: int, message: str) -> bytes:
+    """vLLM's ErrorResponse: ``{"object": "error", "message", "type", "param", "code"}``."""
+    body = {
+        "object": "error",
+        "message": message,
+        "type": _ERROR_TYPES.get(status, "BadRequestError"),
+        "param": None,
+        "code": status,
+    }
+    return json.dumps(body).encode()
+
+
+def stream_error(message: str, code: int = 500) -> bytes:
+    """An error after HTTP 200: an error event, then [DONE]."""
+    err = {
+        "error": {
+            "object": "error",
+            "message": message,
+            "type": _ERROR_TYPES.get(code, "InternalServerError"),
+            "param": None,
+            "code": code,
+        }
+    }
+    return b"data: " + json.dumps(err).encode() + b"\n\n" + DONE
+
+
+def _usage(prompt: int, completion: int) -> bytes:
+    return b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+        prompt,
+        prompt + completion,
+        completion,
+    )
+
+
+@dataclass
+class StreamFormat:
+    """Pre-built fragments of one request's chunks."""
+
+    chat: bool
+    request_id: str
+    model: str
+    created: int
+    prompt_tokens: int
+    include_usage: bool
+    continuous_usage: bool
+
+    def __post_init__(self) -> None:
+        obj = "chat.completion.chunk" if self.chat else "text_completion"
+        self._head = b'data: {"id":%s,"object":"%s","created":%d,"model":%s,"choices":[' % (
+            json.dumps(self.request_id).encode(),
+            obj.encode(),
+            self.created,
+            json.dumps(self.model).encode(),
+        )
+        if self.chat:
+            self._open = b'{"index":0,"delta":{"content":"'
+            self._close_mid = b'"},"logprobs":null,"finish_reason":null}]'
+        else:
+            self._open = b'{"index":0,"text":"'
+            self._close_mid = b'","logprobs":null,"finish_reason":null,"stop_reason":null}]'
+
+    def _tail(self, completion: int) -> bytes:
+        if self.continuous_usage:
+            return b"," + _usage(self.prompt_tokens, completion) + b"}\n\n"
+        return b"}\n\n"
+
+    def role(self) -> bytes:
+        """vLLM's first chat chunk: the role and empty content (chat only)."""
+        return (
+            self._head
+            + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+            + self._tail(0)
+        )
+
+    def content(self, text: str, completion: int) -> bytes:
+        """A chunk carrying ``text``; ``completion`` is the token count so far (for continuous usage)."""
+        return b"".join((self._head, self._open, text.encode(), self._close_mid, self._tail(completion)))
+
+    def final(self, text: str, completion: int, finish_reason: str) -> bytes:
+        """The last content chunk (with finish_reason), the usage chunk when asked, and [DONE]."""
+        fin = b'","logprobs":null,"finish_reason":"%s","stop_reason":null}]' % finish_reason.encode()
+        if self.chat:
+            fin = b'"}' + fin[1:]
+        out = [self._head, self._open, text.encode(), fin, self._tail(completion)]
+        if self.include_usage:
+            out += [self._head, b"]," + _usage(self.prompt_tokens, completion) + b"}\n\n"]
+        out.append(DONE)
+        return b"".join(out)
+
+
+def full_body(
+    *,
+    chat: bool,
+    request_id: str,
+    model: str,
+    created: int,
+    text: str,
+    prompt_tokens: int,
+    completion: int,
+    finish_reason: str,
+) -> bytes:
+    """A non-streamed response."""
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion,
+        "completion_tokens": completion,
+    }
+    if chat:
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text, "tool_calls": []},
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": None,
+        }
+        obj = "chat.completion"
+    else:
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": None,
+        }
+        obj = "text_completion"
+    body = {
+        "id": request_id,
+        "object": obj,
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": usage,
+    }
+    return json.dumps(body).encode()
+
+
+def models_body(model: str, created: int, max_model_len: int, owner: str) -> bytes:
+    card = {
+        "id": model,
+        "object": "model",
+        "created": created,
+        "owned_by": owner,
+        "root": model,
+        "parent": None,
+        "max_model_len": max_model_len,
+    }
+    return json.dumps({"object": "list", "data": [card]}).encode()
