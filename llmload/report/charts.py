@@ -1,0 +1,242 @@
+"""The report's plotly figures, built from a loaded run (no HTML here; see html.py).
+
+Each builder returns a :class:`Chart` or None when its data is absent, so the page shows only
+what the run measured. Colours follow the target order, the same in every chart.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from llmload.report.results import RunData
+from llmload.report.stats import ecdf, histogram_cdf
+
+PALETTE = qualitative.Plotly
+
+
+@dataclass
+class Chart:
+    key: str  # stable id, used for the div id and by tests
+    title: str
+    fig: go.Figure
+    note: str = ""
+
+
+def colours(run: RunData) -> dict[str, str]:
+    return {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(run.targets)}
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "font": {"size": 15}},
+        template="plotly_white",
+        height=height,
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        legend={"orientation": "h", "y": -0.2},
+        hovermode="closest",
+    )
+    fig.update_xaxes(title_text=x)
+    fig.update_yaxes(title_text=y)
+    return fig
+
+
+def _t0(run: RunData) -> float:
+    start, _ = run.window
+    if start is not None:
+        return start
+    ts = [float(x["t"]) for x in run.timeseries if "t" in x]
+    return min(ts) if ts else 0.0
+
+
+def latency_cdf(run: RunData, metric: str, label: str) -> Chart | None:
+    """CDF per target: TTFT and E2E from requests.jsonl; ITL from histogram snapshots when present."""
+    col = colours(run)
+    fig = go.Figure()
+    source = ""
+    for target, block in run.targets.items():
+        xs: list[float] = []
+        ys: list[float] = []
+        snap = (block.get("histograms") or {}).get(metric)
+        if metric == "itl" and snap and snap.get("keys"):
+            xs, ys = histogram_cdf(snap)
+            source = "histograms (every gap between chunks)"
+        else:
+            field = {"ttft": "ttft_ms", "e2e": "e2e_ms", "itl": "itl_mean_ms"}[metric]
+            vals = [float(r[field]) for r in run.target_requests(target) if r.get(field) is not None]
+            if vals:
+                xs, ys = ecdf(vals)
+                source = source or (
+                    "per-request mean gap (itl_mean_ms)" if metric == "itl" else "requests.jsonl"
+                )
+            elif snap and snap.get("keys"):
+                xs, ys = histogram_cdf(snap)
+                source = source or "histograms"
+        if xs:
+            fig.add_trace(
+                go.Scatter(x=xs, y=ys, mode="lines", name=target, line={"color": col[target], "shape": "hv"})
+            )
+    if not fig.data:
+        return None
+    _layout(fig, f"{label} distribution (CDF)", f"{label} (ms)", "fraction of samples")
+    fig.update_yaxes(range=[0, 1.01])
+    return Chart(f"cdf-{metric}", f"{label} CDF", fig, f"source: {source}")
+
+
+def over_time(run: RunData, field: str, title: str, y: str, key: str) -> Chart | None:
+    col = colours(run)
+    t0 = _t0(run)
+    fig = go.Figure()
+    for target in run.targets:
+        pts = sorted(
+            (float(x["t"]) - t0, float(x[field]))
+            for x in run.timeseries
+            if x.get("target") == target and x.get(field) is not None and "t" in x
+        )
+        if pts:
+            fig.add_trace(
+                go.Scatter(
+                    x=[p[0] for p in pts],
+                    y=[p[1] for p in pts],
+                    mode="lines+markers",
+                    name=target,
+                    line={"color": col[target]},
+                    marker={"size": 4},
+                )
+            )
+    if not fig.data:
+        return None
+    return Chart(key, title, _layout(fig, title, "time since measurement start (s)", y))
+
+
+def sweep(run: RunData) -> Chart | None:
+    """TTFT p99 and ITL p99 against output throughput, one line per target, a point per level."""
+    if not run.levels:
+        return None
+    col = colours(run)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("TTFT p99 vs output tok/s", "ITL p99 vs output tok/s")
+    )
+    for target in run.targets:
+        for col_i, metric in ((1, "ttft"), (2, "itl")):
+            xs: list[float] = []
+            ys: list[float] = []
+            labels: list[str] = []
+            for lv in run.levels:
+                block = (lv.get("targets") or {}).get(target) or {}
+                x = (block.get("throughput") or {}).get("output_tok_s")
+                y = ((block.get("latency_ms") or {}).get(metric) or {}).get("p99")
+                if x is not None and y is not None:
+                    xs.append(float(x))
+                    ys.append(float(y))
+                    labels.append(str(lv.get("level", "")))
+            if xs:
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=ys,
+                        text=labels,
+                        mode="lines+markers+text",
+                        textposition="top center",
+                        name=target,
+                        legendgroup=target,
+                        showlegend=col_i == 1,
+                        line={"color": col[target]},
+                    ),
+                    row=1,
+                    col=col_i,
+                )
+    if not fig.data:
+        return None
+    _layout(fig, "Sweep: latency against output throughput per level", "output tok/s", "ms", height=420)
+    return Chart(
+        "sweep", "Sweep", fig, "each point is one level; where a line turns up is that engine's knee"
+    )
+
+
+def telemetry(run: RunData, metric: str, title: str, y: str, key: str, scale: float = 1.0) -> Chart | None:
+    if not run.telemetry:
+        return None
+    col = colours(run)
+    t0 = _t0(run)
+    series: dict[tuple[str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for s in run.telemetry:
+        if s.get("metric") != metric or s.get("value") is None or s.get("target") not in run.targets:
+            continue
+        series[(s["target"], str(s.get("gpu", "")))][float(s["t"]) - t0].append(float(s["value"]) * scale)
+    fig = go.Figure()
+    for (target, gpu), pts in sorted(series.items()):
+        xs = sorted(pts)
+        name = f"{target} gpu{gpu}" if gpu else target
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[sum(pts[x]) / len(pts[x]) for x in xs],
+                mode="lines",
+                name=name,
+                line={"color": col[target], "dash": "solid" if gpu in ("", "0") else "dot"},
+            )
+        )
+    if not fig.data:
+        return None
+    return Chart(key, title, _layout(fig, title, "time since measurement start (s)", y))
+
+
+def client_health(run: RunData) -> Chart | None:
+    """Loop lag p99 and client CPU per interval (the client's, not a target's: max over target lines)."""
+    t0 = _t0(run)
+    lag: dict[float, float] = {}
+    cpu: dict[float, float] = {}
+    for x in run.timeseries:
+        if "t" not in x:
+            continue
+        t = float(x["t"]) - t0
+        if x.get("loop_lag_p99_ms") is not None:
+            lag[t] = max(lag.get(t, 0.0), float(x["loop_lag_p99_ms"]))
+        if x.get("cpu_percent") is not None:
+            cpu[t] = max(cpu.get(t, 0.0), float(x["cpu_percent"]))
+    if not lag and not cpu:
+        return None
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    if lag:
+        xs = sorted(lag)
+        fig.add_trace(
+            go.Scatter(x=xs, y=[lag[t] for t in xs], name="event-loop lag p99 (ms)"), secondary_y=False
+        )
+    if cpu:
+        xs = sorted(cpu)
+        fig.add_trace(
+            go.Scatter(x=xs, y=[cpu[t] for t in xs], name="client CPU (%)", line={"dash": "dot"}),
+            secondary_y=True,
+        )
+    _layout(fig, "Client health", "time since measurement start (s)", "")
+    fig.update_yaxes(title_text="loop lag p99 (ms)", secondary_y=False)
+    fig.update_yaxes(title_text="CPU %", range=[0, 105], secondary_y=True)
+    return Chart("client", "Client health", fig)
+
+
+def all_charts(run: RunData) -> dict[str, list[Chart]]:
+    """Charts by report section, in page order; empty sections are dropped."""
+    sections: dict[str, list[Any]] = {
+        "Latency distributions": [
+            latency_cdf(run, "ttft", "TTFT"),
+            latency_cdf(run, "itl", "ITL"),
+            latency_cdf(run, "e2e", "E2E"),
+        ],
+        "Over time": [
+            over_time(run, "output_tok_s", "Output tokens/s", "tok/s", "tok-s"),
+            over_time(run, "in_flight", "Streams in flight", "streams", "in-flight"),
+        ],
+        "Sweep": [sweep(run)],
+        "Engine and GPU telemetry": [
+            telemetry(run, "kv_cache_usage_ratio", "KV-cache usage", "fraction of KV cache", "kv-cache"),
+            telemetry(run, "memory_used_bytes", "GPU memory used", "GiB", "gpu-memory", scale=1 / 2**30),
+        ],
+        "Client health": [client_health(run)],
+    }
+    return {name: [c for c in charts if c is not None] for name, charts in sections.items() if any(charts)}

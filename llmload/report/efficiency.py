@@ -1,0 +1,98 @@
+"""Cost and efficiency per target: tokens per GPU, per dollar and per joule.
+
+- GPUs: the target's ``labels.gpus`` when it is a whole number, else the number of distinct
+  ``gpu`` ids in its telemetry.jsonl samples; unknown otherwise.
+- Output tok/s per GPU: ``throughput.output_tok_s / gpus``.
+- Tokens per dollar: ``output_tok_s * 3600 / cost_per_hour``.
+- Tokens per joule: output tokens counted by timeseries.jsonl intervals that end inside the span of
+  the target's ``energy_joules`` samples, divided by the energy used over that span (last minus
+  first cumulative reading, summed over the target's GPUs). Needs GPU telemetry with energy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llmload.report.results import RunData
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    target: str
+    gpus: int | None
+    gpus_source: str  # "labels", "telemetry" or ""
+    output_tok_s: float | None
+    tok_s_per_gpu: float | None
+    cost_per_hour: float | None
+    tokens_per_dollar: float | None
+    energy_j: float | None
+    tokens_per_joule: float | None
+
+
+def _gpus(block: dict[str, Any], run: RunData, target: str) -> tuple[int | None, str]:
+    raw = (block.get("labels") or {}).get("gpus")
+    try:
+        n = int(str(raw)) if raw is not None else None
+    except ValueError:
+        n = None
+    if n and n > 0:
+        return n, "labels"
+    ids = {s.get("gpu") for s in run.telemetry if s.get("target") == target and s.get("source") == "gpu"}
+    ids.discard(None)
+    return (len(ids), "telemetry") if ids else (None, "")
+
+
+def _energy(run: RunData, target: str) -> tuple[float | None, float | None, float | None]:
+    """(joules used, span start, span end) from cumulative energy_joules samples, summed over GPUs."""
+    per_gpu: dict[str, list[tuple[float, float]]] = {}
+    for s in run.telemetry:
+        if s.get("target") == target and s.get("metric") == "energy_joules" and run.in_window(s):
+            per_gpu.setdefault(str(s.get("gpu", "")), []).append((float(s["t"]), float(s["value"])))
+    if not per_gpu:
+        return None, None, None
+    total = 0.0
+    starts: list[float] = []
+    ends: list[float] = []
+    for samples in per_gpu.values():
+        samples.sort()
+        if len(samples) < 2:
+            continue
+        total += max(0.0, samples[-1][1] - samples[0][1])
+        starts.append(samples[0][0])
+        ends.append(samples[-1][0])
+    if not starts or total <= 0:
+        return None, None, None
+    return total, min(starts), max(ends)
+
+
+def efficiency(run: RunData) -> list[Efficiency]:
+    out: list[Efficiency] = []
+    for target, block in run.targets.items():
+        tps = (block.get("throughput") or {}).get("output_tok_s")
+        tps = float(tps) if isinstance(tps, (int, float)) else None
+        gpus, src = _gpus(block, run, target)
+        cost = block.get("cost_per_hour")
+        cost = float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
+        joules, a, b = _energy(run, target)
+        tpj = None
+        if joules and a is not None and b is not None:
+            lines = [x for x in run.timeseries if x.get("target") == target and a < float(x.get("t", 0)) <= b]
+            if lines:
+                tpj = sum(float(x.get("output_tokens") or 0) for x in lines) / joules
+            elif tps is not None:
+                tpj = tps * (b - a) / joules
+        out.append(
+            Efficiency(
+                target=target,
+                gpus=gpus,
+                gpus_source=src,
+                output_tok_s=tps,
+                tok_s_per_gpu=tps / gpus if tps is not None and gpus else None,
+                cost_per_hour=cost,
+                tokens_per_dollar=tps * 3600.0 / cost if tps is not None and cost else None,
+                energy_j=joules,
+                tokens_per_joule=tpj,
+            )
+        )
+    return out

@@ -1,0 +1,241 @@
+"""The self-contained HTML report: one file, plotly.js and styles inlined, nothing fetched."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from llmload import __version__
+from llmload.report.charts import Chart, all_charts
+from llmload.report.model import SUMMARY_COLUMNS, Report, build_report
+from llmload.report.slo import fmt
+
+PLOTLY_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
+WIDE_CHARTS = ("sweep", "client")  # charts that take the full page width
+
+
+def _e(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _table(headers: list[str], rows: list[list[str]], text_cols: tuple[int, ...] = ()) -> str:
+    text = ' class="text"'
+    head = "".join(f"<th{text if i in text_cols else ''}>{_e(h)}</th>" for i, h in enumerate(headers))
+    body = []
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            cls = ' class="text"' if i in text_cols else ""
+            cells.append(f"<td{cls}>{cell}</td>")  # cells are escaped (or built) by the caller
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _pass(ok: bool) -> str:
+    return '<span class="pass">PASS</span>' if ok else '<span class="fail">FAIL</span>'
+
+
+def _header(rep: Report) -> str:
+    run = rep.run.run
+    status = rep.run.status
+    versions = ", ".join(f"{k} {v}" for k, v in (run.get("versions") or {}).items())
+    meta = [
+        ("scenario", f"{run.get('scenario_name', '-')} ({run.get('scenario_file', '-')})"),
+        ("started", run.get("started_at", "-")),
+        ("ended", run.get("ended_at", "-")),
+        ("duration", f"{fmt(run.get('duration_s'))} s"),
+        ("mode", f"{run.get('mode', '-')}, {len(run.get('workers') or [])} worker(s)"),
+        ("versions", versions or "-"),
+    ]
+    parts = [
+        f'<h1>llmload report: {_e(rep.run.run_id)}<span class="badge {_e(status)}" id="run-status">{_e(status)}</span></h1>',
+        '<div class="meta">' + "".join(f"<div>{_e(k)}: <b>{_e(v)}</b></div>" for k, v in meta) + "</div>",
+    ]
+    reasons = run.get("reasons") or []
+    if status != "ok" or reasons:
+        cls = "banner bad" if status == "invalid" else "banner"
+        head = (
+            "This run is INVALID: do not trust its figures."
+            if status == "invalid"
+            else f"Run status: {status}."
+        )
+        items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
+        parts.append(f'<div class="{cls}" id="status-banner"><b>{_e(head)}</b><ul>{items}</ul></div>')
+    client = run.get("client") or {}
+    if client.get("unreliable"):
+        lag = (client.get("loop_lag_ms") or {}).get("p99")
+        cpu = (client.get("cpu_percent") or {}).get("max")
+        parts.append(
+            '<div class="banner bad" id="client-banner"><b>The load generator was unreliable</b>: '
+            f"event-loop lag p99 {_e(fmt(lag))} ms, CPU max {_e(fmt(cpu))}%. Latencies include client-side "
+            "delay; add workers or lower the load and rerun before comparing engines.</div>"
+        )
+    return "\n".join(parts)
+
+
+def _summary(rep: Report) -> str:
+    rows = [[_e(r[k]) for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
+    note = ""
+    if rep.slo is not None and rep.slo.has_per_request():
+        note = (
+            '<p class="note">goodput: successful requests per second (measurement window) that met every '
+            "per-request SLO: ttft &le; ttft_p99_ms, e2e &le; e2e_p99_ms, tpot &le; tpot_p50_ms, "
+            "largest gap &le; itl_p99_ms.</p>"
+        )
+    else:
+        note = '<p class="note">goodput needs per-request SLOs (ttft/itl/tpot/e2e) in the scenario.</p>'
+    return (
+        '<h2 id="summary">Summary per target</h2>'
+        + _table([h for _, h in SUMMARY_COLUMNS], rows, (3,))
+        + note
+    )
+
+
+def _slo(rep: Report) -> str:
+    if rep.slo is None:
+        return '<h2 id="slo">SLOs</h2><p class="note">No SLOs set in the scenario.</p>'
+    overall = _pass(bool(rep.slo_passed))
+    rows = []
+    for v in rep.verdicts():
+        rows.append([_e(v.target), _pass(v.passed), _e("; ".join(v.problems) or "all met")])
+    out = [f'<h2 id="slo">SLOs {overall}</h2>', _table(["target", "verdict", "details"], rows, (2,))]
+    rows = [
+        [
+            _e(r.target),
+            _e(r.slo),
+            _e(f"{r.comparator} {fmt(r.threshold)} {r.unit}".strip()),
+            _e(f"{fmt(r.measured)} {r.unit}".strip()),
+            _pass(r.passed),
+        ]
+        for r in rep.slo_results
+    ]
+    out.append(_table(["target", "SLO", "threshold", "measured", "result"], rows))
+    if rep.levels:
+        rows = [
+            [
+                _e(v.target),
+                _e(v.best_level or "none"),
+                _e(fmt(v.best_value)),
+                _e(", ".join(v.failed_levels) or "-"),
+            ]
+            for v in rep.levels.values()
+        ]
+        out.append("<p>Sweep: highest level that met every SLO</p>")
+        out.append(_table(["target", "best level", "value", "levels that missed"], rows, (3,)))
+    return "".join(out)
+
+
+def _efficiency(rep: Report) -> str:
+    rows = []
+    for e in rep.efficiency:
+        gpus = f"{e.gpus} ({e.gpus_source})" if e.gpus else "unknown"
+        rows.append(
+            [
+                _e(e.target),
+                _e(gpus),
+                _e(fmt(e.output_tok_s)),
+                _e(fmt(e.tok_s_per_gpu)),
+                _e(fmt(e.cost_per_hour)),
+                _e(fmt(e.tokens_per_dollar)),
+                _e(fmt(e.energy_j / 1000.0) if e.energy_j else "-"),
+                _e(fmt(e.tokens_per_joule)),
+            ]
+        )
+    headers = [
+        "target",
+        "GPUs",
+        "output tok/s",
+        "tok/s per GPU",
+        "$ per hour",
+        "tokens per $",
+        "energy kJ",
+        "tokens per J",
+    ]
+    note = (
+        '<p class="note">GPUs from the target label <code>gpus</code> or the GPU telemetry; tokens per $ = '
+        "output tok/s x 3600 / cost_per_hour; tokens per J from cumulative energy_joules telemetry.</p>"
+    )
+    return '<h2 id="efficiency">Cost and efficiency</h2>' + _table(headers, rows) + note
+
+
+def _client(rep: Report) -> str:
+    client = rep.run.run.get("client") or {}
+    lag = client.get("loop_lag_ms") or {}
+    cpu = client.get("cpu_percent") or {}
+    return (
+        '<p class="note">'
+        f"event-loop lag p50 {_e(fmt(lag.get('p50')))} ms, p99 {_e(fmt(lag.get('p99')))} ms, max {_e(fmt(lag.get('max')))} ms; "
+        f"client CPU mean {_e(fmt(cpu.get('mean')))}%, max {_e(fmt(cpu.get('max')))}%; "
+        f"unreliable: {_e(bool(client.get('unreliable')))}</p>"
+    )
+
+
+def _events(rep: Report) -> str:
+    events = rep.run.events
+    if not events:
+        return ""
+    t0 = rep.run.window[0] or float(events[0].get("t", 0))
+    rows = [
+        [_e(fmt(float(ev.get("t", t0)) - t0)), _e(ev.get("kind", "")), _e(ev.get("text", ""))]
+        for ev in events[:500]
+    ]
+    more = f"<p class='note'>{len(events) - 500} more in events.jsonl</p>" if len(events) > 500 else ""
+    return (
+        f'<h2 id="events">Events</h2><details><summary>{len(events)} event(s)</summary>'
+        + _table(["t (s)", "kind", "text"], rows, (2,))
+        + more
+        + "</details>"
+    )
+
+
+def _chart(c: Chart) -> str:
+    div = pio.to_html(
+        c.fig, include_plotlyjs=False, full_html=False, div_id=f"chart-{c.key}", config=PLOTLY_CONFIG
+    )
+    note = f'<p class="note">{_e(c.note)}</p>' if c.note else ""
+    wide = " wide" if c.key in WIDE_CHARTS else ""
+    return (
+        f'<div class="chart{wide}" data-chart="{_e(c.key)}" data-traces="{len(c.fig.data)}">{div}{note}</div>'
+    )
+
+
+def render_html(rep: Report) -> str:
+    sections = all_charts(rep.run)
+    body = [_header(rep), _summary(rep), _slo(rep)]
+    for name, charts in sections.items():
+        if name == "Client health":
+            continue
+        body.append(
+            f"<h2>{_e(name)}</h2><div class='charts'>" + "".join(_chart(c) for c in charts) + "</div>"
+        )
+    body.append(_efficiency(rep))
+    body.append('<h2 id="client">Client health</h2>' + _client(rep))
+    if "Client health" in sections:
+        body.append("<div class='charts'>" + "".join(_chart(c) for c in sections["Client health"]) + "</div>")
+    body.append(_events(rep))
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body.append(f"<footer>Generated by llmload {_e(__version__)} at {now} from {_e(rep.run.path)}.</footer>")
+    css = resources.files("llmload.report").joinpath("style.css").read_text(encoding="utf-8")
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>llmload report: {_e(rep.run.run_id)}</title><style>{css}</style>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
+def build_html(results_dir: Path, out: Path | None = None) -> Path:
+    """Write the self-contained HTML report (default ``<results_dir>/report.html``) and return its path."""
+    rep = build_report(results_dir)
+    out = Path(out) if out is not None else Path(results_dir) / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(rep), encoding="utf-8")
+    return out

@@ -1,0 +1,76 @@
+"""JUnit XML: one testsuite per run; a testcase for the run's validity, one per target (it had
+successful requests and a failure ratio within the error_rate SLO) and one per target x SLO."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from llmload.report.model import Report, build_report
+from llmload.report.slo import fmt
+
+
+def _case(
+    suite: ET.Element, classname: str, name: str, failure: str | None, kind: str, out: str = ""
+) -> bool:
+    case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+    if failure is not None:
+        f = ET.SubElement(case, "failure", message=failure, type=kind)
+        f.text = failure
+    if out:
+        ET.SubElement(case, "system-out").text = out
+    return failure is not None
+
+
+def render_junit_report(rep: Report) -> str:
+    run = rep.run.run
+    rid = rep.run.run_id
+    root = ET.Element("testsuites", name="llmload")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=f"llmload.{rid}",
+        timestamp=str(run.get("started_at", "")),
+        time=str(run.get("duration_s", 0) or 0),
+    )
+    props = ET.SubElement(suite, "properties")
+    for k in ("scenario_name", "scenario_file", "status", "mode"):
+        if run.get(k) is not None:
+            ET.SubElement(props, "property", name=k, value=str(run[k]))
+    failures = 0
+    tests = 0
+    reasons = "\n".join(run.get("reasons") or [])
+    invalid = f"run status is invalid: {'; '.join(run.get('reasons') or []) or 'no reason given'}"
+    failures += _case(
+        suite,
+        f"llmload.{rid}",
+        "run is valid",
+        invalid if rep.run.status == "invalid" else None,
+        "invalid_run",
+        reasons,
+    )
+    tests += 1
+    for target in rep.run.targets:
+        cls = f"llmload.{rid}.{target}"
+        failures += _case(suite, cls, "requests succeeded", rep.target_health(target), "requests")
+        tests += 1
+        for r in (x for x in rep.slo_results if x.target == target):
+            unit = f" {r.unit}" if r.unit else ""
+            msg = None
+            if not r.passed:
+                measured = "not measured" if r.measured is None else f"measured {fmt(r.measured)}{unit}"
+                msg = f"{r.slo}: {measured}, threshold {r.comparator} {fmt(r.threshold)}{unit}"
+            failures += _case(suite, cls, f"slo {r.slo} {r.comparator} {fmt(r.threshold)}{unit}", msg, "slo")
+            tests += 1
+    for el in (root, suite):
+        el.set("tests", str(tests))
+        el.set("failures", str(failures))
+        el.set("errors", "0")
+    suite.set("skipped", "0")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def render_junit(results_dir: Path | str) -> str:
+    """JUnit XML for a results directory."""
+    return render_junit_report(build_report(results_dir))

@@ -1,0 +1,77 @@
+"""Markdown summary (report.md, and the GitHub Actions job summary): table, SLOs, verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmload.report.model import SUMMARY_COLUMNS, Report, build_report
+from llmload.report.slo import fmt
+
+
+def _cell(v: object) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(_cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def render_markdown_report(rep: Report) -> str:
+    run = rep.run.run
+    status = rep.run.status
+    lines = [f"## llmload: {_cell(rep.run.run_id)}", ""]
+    lines.append(
+        f"Scenario `{run.get('scenario_name', '-')}`, duration {fmt(run.get('duration_s'))} s, "
+        f"status **{status}**"
+        + ("" if rep.slo_passed is None else f", SLOs **{'met' if rep.slo_passed else 'missed'}**")
+        + "."
+    )
+    for reason in run.get("reasons") or []:
+        lines.append(f"- {reason}")
+    client = run.get("client") or {}
+    if client.get("unreliable"):
+        lag = (client.get("loop_lag_ms") or {}).get("p99")
+        lines.append("")
+        lines.append(
+            f"> **Warning:** the load generator was unreliable (event-loop lag p99 {fmt(lag)} ms); "
+            "latencies include client-side delay."
+        )
+    lines += ["", "### Summary", ""]
+    rows = [[r[k] for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
+    lines += _table([h for _, h in SUMMARY_COLUMNS], rows)
+    lines += ["", "### SLOs", ""]
+    if rep.slo is None:
+        lines.append("No SLOs set.")
+    else:
+        rows = [
+            [
+                r.target,
+                r.slo,
+                f"{r.comparator} {fmt(r.threshold)} {r.unit}".strip(),
+                f"{fmt(r.measured)} {r.unit}".strip(),
+                "PASS" if r.passed else "FAIL",
+            ]
+            for r in rep.slo_results
+        ]
+        lines += _table(["target", "SLO", "threshold", "measured", "result"], rows)
+        if rep.slo.has_per_request():
+            lines += [
+                "",
+                "Goodput: requests/s that met every per-request SLO (ttft, e2e, tpot, largest gap).",
+            ]
+        if rep.levels:
+            lines += ["", "Sweep: highest level that met every SLO", ""]
+            rows = [[v.target, v.best_level or "none", fmt(v.best_value)] for v in rep.levels.values()]
+            lines += _table(["target", "best level", "value"], rows)
+    lines += ["", "### Verdicts", ""]
+    for v in rep.verdicts():
+        mark = "PASS" if v.passed else "FAIL"
+        lines.append(f"- **{v.target}**: {mark}" + (f" ({'; '.join(v.problems)})" if v.problems else ""))
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(results_dir: Path | str) -> str:
+    """The Markdown summary of a results directory."""
+    return render_markdown_report(build_report(results_dir))

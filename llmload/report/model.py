@@ -1,0 +1,142 @@
+"""Everything a report shows, computed once from a results directory.
+
+HTML, Markdown and JUnit all render a :class:`Report`, so the three never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmload.report.efficiency import Efficiency, efficiency
+from llmload.report.results import BadResults, RunData, load_run
+from llmload.report.slo import (
+    LevelVerdict,
+    SloResult,
+    SloSpec,
+    best_levels,
+    evaluate_slos,
+    fmt,
+    goodput_by_target,
+    slo_from_summary,
+)
+
+# (key, header) of the per-target summary table, in order
+SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("target", "target"),
+    ("requests", "requests"),
+    ("ok", "ok"),
+    ("failures", "failures (by class)"),
+    ("ttft_p50", "TTFT p50 ms"),
+    ("ttft_p99", "TTFT p99 ms"),
+    ("itl_p50", "ITL p50 ms"),
+    ("itl_p99", "ITL p99 ms"),
+    ("tpot_p50", "TPOT p50 ms"),
+    ("e2e_p99", "E2E p99 ms"),
+    ("output_tok_s", "output tok/s"),
+    ("req_s", "req/s"),
+    ("goodput", "goodput req/s"),
+)
+
+
+@dataclass
+class TargetVerdict:
+    target: str
+    passed: bool
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    run: RunData
+    slo: SloSpec | None
+    slo_results: list[SloResult]
+    goodput: dict[str, float | None]
+    levels: dict[str, LevelVerdict]
+    efficiency: list[Efficiency]
+
+    @property
+    def slo_passed(self) -> bool | None:
+        if self.slo is None:
+            return None
+        return all(r.passed for r in self.slo_results)
+
+    @property
+    def failed_slos(self) -> list[SloResult]:
+        return [r for r in self.slo_results if not r.passed]
+
+    def target_health(self, target: str) -> str | None:
+        """Why a target failed as a whole (no successful request, error rate over the SLO), or None."""
+        req = (self.run.targets.get(target) or {}).get("requests") or {}
+        sent = int(req.get("sent") or 0)
+        ok = int(req.get("ok") or 0)
+        if ok == 0:
+            return f"no successful request ({sent} sent)"
+        if self.slo is not None and self.slo.error_rate is not None and sent:
+            ratio = (sent - ok) / sent
+            if ratio > self.slo.error_rate:
+                return f"failure ratio {fmt(ratio)} ({sent - ok}/{sent}) above error_rate SLO {fmt(self.slo.error_rate)}"
+        return None
+
+    def verdicts(self) -> list[TargetVerdict]:
+        out = []
+        for target in self.run.targets:
+            problems = []
+            health = self.target_health(target)
+            if health:
+                problems.append(health)
+            problems += [r.describe() for r in self.slo_results if r.target == target and not r.passed]
+            out.append(TargetVerdict(target, not problems, problems))
+        return out
+
+    def summary_rows(self) -> list[dict[str, str]]:
+        rows = []
+        for target, block in self.run.targets.items():
+            req = block.get("requests") or {}
+            lat = block.get("latency_ms") or {}
+            tp = block.get("throughput") or {}
+            by_class = {k: v for k, v in (req.get("by_class") or {}).items() if k != "ok" and v}
+
+            def p(metric: str, q: str, lat: dict[str, Any] = lat) -> str:
+                return fmt((lat.get(metric) or {}).get(q))
+
+            rows.append(
+                {
+                    "target": target,
+                    "requests": str(req.get("sent", "-")),
+                    "ok": str(req.get("ok", "-")),
+                    "failures": ", ".join(f"{k} {v}" for k, v in sorted(by_class.items())) or "0",
+                    "ttft_p50": p("ttft", "p50"),
+                    "ttft_p99": p("ttft", "p99"),
+                    "itl_p50": p("itl", "p50"),
+                    "itl_p99": p("itl", "p99"),
+                    "tpot_p50": p("tpot", "p50"),
+                    "e2e_p99": p("e2e", "p99"),
+                    "output_tok_s": fmt(tp.get("output_tok_s")),
+                    "req_s": fmt(tp.get("req_s")),
+                    "goodput": fmt(self.goodput.get(target)),
+                }
+            )
+        return rows
+
+
+def build_report(results_dir: Path | str) -> Report:
+    """Load a results directory and compute SLO results, goodput, sweep verdicts and efficiency."""
+    run = load_run(results_dir)
+    try:
+        slo = slo_from_summary(run.summary)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        raise BadResults(f"{run.path / 'summary.json'}: field 'run.slo.{loc}': {err.get('msg')}") from None
+    return Report(
+        run=run,
+        slo=slo,
+        slo_results=evaluate_slos(run.summary, slo) if slo else [],
+        goodput=goodput_by_target(run, slo),
+        levels=best_levels(run.summary, slo) if slo else {},
+        efficiency=efficiency(run),
+    )

@@ -1,0 +1,245 @@
+"""Service-level objectives: the scenario's ``slo:`` mapping, their evaluation and goodput.
+
+Run-level SLOs are checked against summary.json figures:
+
+=================  ==========================================================  =====
+key                measured as                                                  pass
+=================  ==========================================================  =====
+ttft_p99_ms        ``latency_ms.ttft.p99``                                       <=
+itl_p99_ms         ``latency_ms.itl.p99`` (one sample per gap between chunks)    <=
+tpot_p50_ms        ``latency_ms.tpot.p50``                                       <=
+e2e_p99_ms         ``latency_ms.e2e.p99``                                        <=
+error_rate         ``requests.failed / requests.sent`` (0..1)                    <=
+min_output_tok_s   ``throughput.output_tok_s``                                   >=
+=================  ==========================================================  =====
+
+A figure that cannot be measured (no successful request, so the percentile is null) fails.
+
+Goodput is the rate of successful requests in the measurement window that met every
+*per-request* SLO that is set: ttft <= ttft_p99_ms, e2e <= e2e_p99_ms, tpot <= tpot_p50_ms,
+and the request's largest inter-token gap (itl_max) <= itl_p99_ms; divided by the window
+length. A request without a TPOT (fewer than two output tokens) or without gaps cannot
+break the TPOT or ITL bound. With no per-request SLO set there is no goodput.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmload.report.results import RunData
+
+
+class SloSpec(BaseModel):
+    """The scenario's ``slo:`` mapping. Every key is optional; unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttft_p99_ms: float | None = Field(None, gt=0, description="99th percentile time to first token, ms")
+    itl_p99_ms: float | None = Field(None, gt=0, description="99th percentile inter-token latency, ms")
+    tpot_p50_ms: float | None = Field(None, gt=0, description="median time per output token, ms")
+    e2e_p99_ms: float | None = Field(None, gt=0, description="99th percentile end-to-end latency, ms")
+    error_rate: float | None = Field(None, ge=0, le=1, description="largest failed/sent ratio, 0..1")
+    min_output_tok_s: float | None = Field(None, ge=0, description="smallest output tokens per second")
+
+    def active(self) -> dict[str, float]:
+        """The SLOs that are set, in declaration order."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    def is_empty(self) -> bool:
+        return not self.active()
+
+    def has_per_request(self) -> bool:
+        return any(k in self.active() for k in PER_REQUEST)
+
+
+# key -> (how it is read from a target block, unit, True when the measured value must be <= threshold)
+SLO_KEYS: dict[str, tuple[str, str, bool]] = {
+    "ttft_p99_ms": ("latency_ms.ttft.p99", "ms", True),
+    "itl_p99_ms": ("latency_ms.itl.p99", "ms", True),
+    "tpot_p50_ms": ("latency_ms.tpot.p50", "ms", True),
+    "e2e_p99_ms": ("latency_ms.e2e.p99", "ms", True),
+    "error_rate": ("requests.failed/requests.sent", "", True),
+    "min_output_tok_s": ("throughput.output_tok_s", "tok/s", False),
+}
+# per-request SLO key -> the requests.jsonl field it bounds
+PER_REQUEST: dict[str, str] = {
+    "ttft_p99_ms": "ttft_ms",
+    "e2e_p99_ms": "e2e_ms",
+    "tpot_p50_ms": "tpot_ms",
+    "itl_p99_ms": "itl_max_ms",
+}
+
+
+@dataclass(frozen=True)
+class SloResult:
+    """One SLO checked for one target (and one sweep level, when ``level`` is set)."""
+
+    target: str
+    slo: str
+    measured: float | None
+    threshold: float
+    passed: bool
+    level: str | None = None
+
+    @property
+    def unit(self) -> str:
+        return SLO_KEYS[self.slo][1]
+
+    @property
+    def comparator(self) -> str:
+        return "<=" if SLO_KEYS[self.slo][2] else ">="
+
+    def describe(self) -> str:
+        """e.g. ``ttft_p99_ms: measured 183.2 ms, threshold <= 150 ms (missed)``."""
+        unit = f" {self.unit}" if self.unit else ""
+        m = "not measured" if self.measured is None else f"measured {fmt(self.measured)}{unit}"
+        verdict = "met" if self.passed else "missed"
+        return f"{self.slo}: {m}, threshold {self.comparator} {fmt(self.threshold)}{unit} ({verdict})"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.1f}".removesuffix(".0")
+    if abs(v) >= 1:
+        return f"{v:.2f}".rstrip("0").rstrip(".")
+    return f"{v:.4f}".rstrip("0").rstrip(".")
+
+
+def measured_value(block: dict[str, Any], key: str) -> float | None:
+    """The figure an SLO key is checked against, read from a per-target block."""
+    if key == "error_rate":
+        req = block.get("requests") or {}
+        sent = req.get("sent")
+        if not sent:
+            return None
+        failed = req.get("failed")
+        if failed is None:
+            failed = sent - (req.get("ok") or 0)
+        return float(failed) / float(sent)
+    path = SLO_KEYS[key][0]
+    cur: Any = block
+    for part in path.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return float(cur) if isinstance(cur, (int, float)) and not isinstance(cur, bool) else None
+
+
+def evaluate_block(
+    target: str, block: dict[str, Any], slo: SloSpec, level: str | None = None
+) -> list[SloResult]:
+    out: list[SloResult] = []
+    for key, threshold in slo.active().items():
+        m = measured_value(block, key)
+        lower_is_better = SLO_KEYS[key][2]
+        passed = m is not None and (m <= threshold if lower_is_better else m >= threshold)
+        out.append(SloResult(target, key, m, threshold, passed, level))
+    return out
+
+
+def evaluate_slos(summary: dict[str, Any], slo: SloSpec) -> list[SloResult]:
+    """Every set SLO for every target of a summary.json (run-level figures)."""
+    out: list[SloResult] = []
+    for target, block in (summary.get("targets") or {}).items():
+        out.extend(evaluate_block(target, block, slo))
+    return out
+
+
+def slo_from_summary(summary: dict[str, Any]) -> SloSpec | None:
+    """The run's SLOs (``run.slo``), or None when none are set. Raises pydantic's ValidationError."""
+    raw = (summary.get("run") or {}).get("slo")
+    if not raw:
+        return None
+    spec = SloSpec.model_validate(raw)
+    return None if spec.is_empty() else spec
+
+
+def request_meets(req: dict[str, Any], slo: SloSpec) -> bool:
+    """True when one successful request met every per-request SLO (see the module docstring)."""
+    if req.get("status") != "ok":
+        return False
+    active = slo.active()
+    for key, fieldname in PER_REQUEST.items():
+        if key not in active:
+            continue
+        v = req.get(fieldname)
+        if v is None:
+            if fieldname in ("ttft_ms", "e2e_ms"):
+                return False  # a successful request always has these; without them it cannot be shown to meet
+            continue
+        if v > active[key]:
+            return False
+    return True
+
+
+def goodput(requests: Iterable[dict[str, Any]], slo: SloSpec, window_s: float | None) -> float | None:
+    """Requests per second that met every per-request SLO; None without such SLOs or a window."""
+    if not slo.has_per_request() or not window_s:
+        return None
+    return sum(1 for r in requests if request_meets(r, slo)) / window_s
+
+
+def goodput_by_target(run: RunData, slo: SloSpec | None) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for target in run.targets:
+        if slo is None or not run.requests:
+            out[target] = None
+            continue
+        out[target] = goodput(run.target_requests(target), slo, run.window_s(target))
+    return out
+
+
+@dataclass(frozen=True)
+class LevelVerdict:
+    """For a sweep: per target, the highest level whose figures met every SLO."""
+
+    target: str
+    best_level: str | None
+    best_value: float | None
+    passed_levels: tuple[str, ...]
+    failed_levels: tuple[str, ...]
+
+
+def best_levels(summary: dict[str, Any], slo: SloSpec) -> dict[str, LevelVerdict]:
+    """Per target, the highest sweep level (by ``value``, else run order) that met every SLO."""
+    levels = summary.get("levels") or []
+    if not levels:
+        return {}
+    out: dict[str, LevelVerdict] = {}
+    for target in summary.get("targets") or {}:
+        passed: list[tuple[float, int, str, float | None]] = []
+        failed: list[str] = []
+        for i, lv in enumerate(levels):
+            block = (lv.get("targets") or {}).get(target)
+            if block is None:
+                continue
+            label = str(lv.get("level", i))
+            value = lv.get("value")
+            ok = all(r.passed for r in evaluate_block(target, block, slo, label))
+            if ok:
+                key = float(value) if isinstance(value, (int, float)) else float(i)
+                passed.append((key, i, label, value))
+            else:
+                failed.append(label)
+        best = max(passed) if passed else None
+        out[target] = LevelVerdict(
+            target,
+            best[2] if best else None,
+            best[3] if best else None,
+            tuple(p[2] for p in sorted(passed, key=lambda p: p[1])),
+            tuple(failed),
+        )
+    return out
