@@ -1,0 +1,116 @@
+"""Start a simulator as a subprocess and learn its port: what ``llmload run`` and the tests use.
+
+    with SimProcess(["--profile", "test-fast-a"]) as sim:
+        httpx.get(sim.base_url + "/health")
+
+The child is started with ``--port 0 --port-file``; :meth:`start` waits for the port file (the
+server accepts before the file appears) and raises :class:`SimStartError` with the child's last
+stderr lines when it exits or times out first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+class SimStartError(RuntimeError):
+    pass
+
+
+class SimProcess:
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        host: str = "127.0.0.1",
+        python: str = sys.executable,
+        start_timeout_s: float = 20.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.args = args
+        self.host = host
+        self.python = python
+        self.start_timeout_s = start_timeout_s
+        self.env = env
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> SimProcess:
+        self._dir = tempfile.TemporaryDirectory(prefix="llmload-sim-")
+        port_file = Path(self._dir.name) / "port"
+        err_path = Path(self._dir.name) / "stderr"
+        cmd = [
+            self.python,
+            "-m",
+            "llmload.sim",
+            "--host",
+            self.host,
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+        ]
+        with open(err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [*cmd, *self.args], stdout=subprocess.DEVNULL, stderr=err, env=self.env
+            )
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if port_file.exists():
+                self.port = int(port_file.read_text())
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        tail = err_path.read_text(errors="replace").strip().splitlines()[-3:]
+        rc = self.proc.poll()
+        self.stop()
+        why = f"exited with {rc}" if rc is not None else f"no port after {self.start_timeout_s:.0f} s"
+        raise SimStartError(f"simulator {why}: {' | '.join(tail) or '(no stderr)'}")
+
+    def stderr_text(self) -> str:
+        if self._dir is None:
+            return ""
+        p = Path(self._dir.name) / "stderr"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def stop(self, timeout_s: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout_s``; returns the exit code."""
+        rc = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+            rc = self.proc.returncode
+        return rc
+
+    def close(self) -> None:
+        self.stop()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __enter__(self) -> SimProcess:
+        return self.start()
+
+    def __exit__(
+        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
