@@ -1,0 +1,114 @@
+"""End of a run: judge it, write summary.json and the reports, choose the exit code.
+
+Exit codes: 0 done (SLOs met), 1 an SLO was missed, 2 bad input or target not
+ready, 3 run invalid (client overloaded, no request succeeded, or a worker lost
+without --allow-worker-loss).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from llmload.metrics import Histogram
+from llmload.summary import build_summary
+
+log = logging.getLogger("llmload")
+
+EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_INVALID = 0, 1, 2, 3
+
+
+def client_health(sc: Any, lag: Histogram, cpu_samples: list[float]) -> dict[str, Any]:
+    lag_s = lag.summary_ms()
+    cpu = {
+        "mean": round(sum(cpu_samples) / len(cpu_samples), 1) if cpu_samples else None,
+        "max": round(max(cpu_samples), 1) if cpu_samples else None,
+    }
+    unreliable = []
+    p99 = lag_s.get("p99")
+    if p99 is not None and p99 > sc.client.loop_lag_threshold_ms:
+        unreliable.append(
+            f"client event-loop lag p99 {p99:.1f} ms is above {sc.client.loop_lag_threshold_ms:g} ms: "
+            "TTFT/ITL include client delay (add workers or lower the load per process)"
+        )
+    if cpu["max"] is not None and cpu["max"] > sc.client.cpu_threshold_percent:
+        unreliable.append(
+            f"client CPU reached {cpu['max']:.0f}% (threshold {sc.client.cpu_threshold_percent:g}%): "
+            "timings are not trustworthy"
+        )
+    return {
+        "loop_lag_ms": {k: lag_s.get(k) for k in ("count", "p50", "p99", "max")},
+        "cpu_percent": cpu,
+        "unreliable": bool(unreliable),
+        "unreliable_reasons": unreliable,
+    }
+
+
+def finalize(conductor: Any, *, allow_worker_loss: bool, write_reports: bool = True) -> tuple[dict[str, Any], int]:
+    c = conductor
+    sc = c.sc
+    agg = c.agg
+    end = c.ended_at or __import__("time").time()
+    health = client_health(sc, agg.loop_lag, c.cpu_samples)
+    reasons = list(c.reasons)
+    status = "ok"
+    code = EXIT_OK
+    window = agg.window(exclude_warmup=False)
+    ok_total = sum(st.ok for st in window.values())
+    sent_total = sum(st.requests for st in window.values())
+    if health["unreliable"]:
+        reasons.extend(health["unreliable_reasons"])
+        status, code = "invalid", EXIT_INVALID
+    if ok_total == 0:
+        reasons.append(f"no request succeeded ({sent_total} sent)")
+        status, code = "invalid", EXIT_INVALID
+    if c.lost_workers:
+        if status == "ok":
+            status = "degraded"
+        if not allow_worker_loss:
+            code = EXIT_INVALID
+    if c.stop_reason and c.stop_reason != "plan complete":
+        reasons.append(f"stopped early: {c.stop_reason}")
+    extra = {
+        "lost_workers": c.lost_workers,
+        "stop_reason": c.stop_reason,
+        "results_dir": str(c.results.dir),
+        "influx": c.influx_stats if getattr(c, "influx_stats", None) else None,
+    }
+    summary = build_summary(
+        scenario=sc,
+        agg=agg,
+        run_id=c.run_id,
+        started_at=c.started_at,
+        ended_at=end,
+        measure_start=(c.run_t0 or c.started_at) + sc.load.warmup,
+        measure_end=end,
+        mode="distributed" if c.distributed else "local",
+        workers=sorted(agg.last_seen) or ["local"],
+        status=status,
+        reasons=reasons,
+        client=health,
+        extra_run=extra,
+    )
+    c.results.summary(summary)
+    c.results.flush()
+    if write_reports:
+        code = _reports(c, summary, code)
+    return summary, code
+
+
+def _reports(c: Any, summary: dict[str, Any], code: int) -> int:
+    try:
+        from llmload.report import write_all  # the report layer (HTML, Markdown, JUnit, SLOs)
+    except ImportError:
+        return code
+    try:
+        outcome = write_all(c.results.dir)
+    except Exception as e:  # noqa: BLE001 - a report failure must not lose the results
+        log.error("llmload: writing the reports failed: %s", e)
+        print(f"llmload: writing the reports failed: {e}", file=sys.stderr)
+        return code
+    if code == EXIT_OK and getattr(outcome, "slo_passed", None) is False:
+        return EXIT_SLO
+    return code

@@ -1,0 +1,203 @@
+"""Workloads: the deterministic sequence of requests every target receives.
+
+Request ``i`` is a pure function of (workload, seed, i): every target gets the
+same prompts in the same order (paired A/B), and a rerun sends the same traffic.
+
+Kinds: synthetic (length distributions), jsonl (one prompt per line), sharegpt
+(conversations), prefix (N shared long prefixes x unique suffixes, to exercise
+prefix caching), multiturn (sessions whose history grows each turn).
+Token counts are approximated by words (one short word ~ one token) unless a
+local tokenizer file is given.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmload.load.lengths import sample_length
+from llmload.yamlsrc import InputError
+
+_WORDS = (
+    "time year people way day man thing woman life child world school state family student group country "
+    "problem hand part place case week company system program question work government number night point "
+    "home water room mother area money story fact month lot right study book eye job word business issue "
+    "side kind head house service friend father power hour game line end member law car city community name "
+    "president team minute idea kid body information back parent face others level office door health person "
+    "art war history party result change morning reason research girl guy moment air teacher force education "
+    "river light stone green quick small large early young great little own other old big high different"
+).split()
+
+
+def words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(n))
+
+
+@dataclass
+class RequestSpec:
+    index: int
+    messages: list[dict[str, str]]
+    max_tokens: int
+    prompt_tokens_est: int
+    session: int = -1
+    turn: int = 0
+    think_time: float = 0.0
+
+
+class WorkloadSource:
+    """Builds request ``i`` on demand (datasets are loaded once)."""
+
+    def __init__(self, wl: Any, base_dir: Path | None = None, tokenizer: Any = None) -> None:
+        self.wl = wl
+        self.base_dir = base_dir or Path.cwd()
+        self._items: list[tuple[list[dict[str, str]], int | None]] | None = None
+        self._tok = tokenizer
+        if wl.kind in ("jsonl", "sharegpt"):
+            self._items = load_dataset(self._resolve(wl.path), wl.kind)
+        if wl.tokenizer:
+            self._tok = load_tokenizer(self._resolve(wl.tokenizer))
+        self.turns_max = max(1, _max_len(wl.turns)) if wl.kind == "multiturn" else 1
+
+    def _resolve(self, p: str) -> Path:
+        path = Path(p)
+        return path if path.is_absolute() else (self.base_dir / path)
+
+    def count_tokens(self, text: str) -> int:
+        if self._tok is not None:
+            return len(self._tok.encode(text).ids)
+        return len(text.split())
+
+    def _system(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.wl.system_prompt}] if self.wl.system_prompt else []
+
+    def get(self, i: int) -> RequestSpec:
+        wl = self.wl
+        rng = random.Random(f"{wl.seed}:{i}")
+        max_tokens = sample_length(wl.output_tokens, rng)
+        if wl.kind == "synthetic":
+            if wl.prompts:
+                text = wl.prompts[i % len(wl.prompts)]
+            else:
+                text = words(rng, sample_length(wl.input_tokens, rng))
+            msgs = [*self._system(), {"role": "user", "content": text}]
+        elif wl.kind == "prefix":
+            group = i % wl.prefix_groups
+            prefix = words(random.Random(f"{wl.seed}:prefix:{group}"), wl.prefix_tokens)
+            text = prefix + "\n\nQuestion " + str(i) + ": " + words(rng, sample_length(wl.input_tokens, rng))
+            msgs = [*self._system(), {"role": "user", "content": text}]
+        elif wl.kind == "multiturn":
+            return self._turn(i)
+        else:
+            assert self._items is not None
+            msgs, out_len = self._items[i % len(self._items)]
+            msgs = [*self._system(), *msgs]
+            if out_len is not None:
+                max_tokens = out_len
+        est = sum(self.count_tokens(m["content"]) for m in msgs)
+        return RequestSpec(i, msgs, max_tokens, est)
+
+    def _turn(self, i: int) -> RequestSpec:
+        """Index i = session * turns_max + turn; history holds earlier turns of the session.
+
+        Earlier assistant replies are replaced by deterministic text of the length
+        asked for, so every target sees exactly the same prompts.
+        """
+        wl = self.wl
+        session, turn = divmod(i, self.turns_max)
+        srng = random.Random(f"{wl.seed}:session:{session}")
+        n_turns = min(self.turns_max, max(1, sample_length(wl.turns, srng)))
+        turn = min(turn, n_turns - 1)
+        msgs = self._system()
+        max_tokens = 0
+        for t in range(turn + 1):
+            trng = random.Random(f"{wl.seed}:session:{session}:turn:{t}")
+            msgs.append({"role": "user", "content": words(trng, sample_length(wl.input_tokens, trng))})
+            max_tokens = sample_length(wl.output_tokens, trng)
+            if t < turn:
+                msgs.append({"role": "assistant", "content": words(trng, max_tokens)})
+        est = sum(self.count_tokens(m["content"]) for m in msgs)
+        spec = RequestSpec(i, msgs, max_tokens, est, session=session, turn=turn, think_time=wl.think_time)
+        spec.turn = turn if turn < n_turns else n_turns - 1
+        return spec
+
+    def session_turns(self, session: int) -> int:
+        srng = random.Random(f"{self.wl.seed}:session:{session}")
+        return min(self.turns_max, max(1, sample_length(self.wl.turns, srng)))
+
+
+def _max_len(spec: Any) -> int:
+    return spec if isinstance(spec, int) else int(spec.max if spec.dist != "fixed" else spec.value)
+
+
+def load_dataset(path: Path, kind: str) -> list[tuple[list[dict[str, str]], int | None]]:
+    """JSONL prompts or ShareGPT conversations -> [(messages, output_tokens or None)]."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read dataset: {e.strerror}") from None
+    items: list[tuple[list[dict[str, str]], int | None]] = []
+    if kind == "jsonl":
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise InputError(f"{path}:{n}: invalid JSON: {e.msg}") from None
+            items.append(_jsonl_item(obj, path, n))
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        if not isinstance(data, list):
+            raise InputError(f"{path}:1: a ShareGPT file is a JSON list of {{conversations: [...]}}")
+        for n, conv in enumerate(data):
+            item = _sharegpt_item(conv, path, n)
+            if item is not None:
+                items.append(item)
+    if not items:
+        raise InputError(f"{path}: the dataset holds no usable prompt")
+    return items
+
+
+def _jsonl_item(obj: Any, path: Path, n: int) -> tuple[list[dict[str, str]], int | None]:
+    if not isinstance(obj, dict):
+        raise InputError(f"{path}:{n}: expected a JSON object with `prompt` or `messages`")
+    out = obj.get("output_tokens", obj.get("max_tokens"))
+    if out is not None and (not isinstance(out, int) or out < 1):
+        raise InputError(f"{path}:{n}: output_tokens must be a positive integer")
+    if isinstance(obj.get("prompt"), str):
+        return [{"role": "user", "content": obj["prompt"]}], out
+    msgs = obj.get("messages")
+    if isinstance(msgs, list) and msgs and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in msgs
+    ):
+        return [{"role": m["role"], "content": m["content"]} for m in msgs], out
+    raise InputError(f"{path}:{n}: expected `prompt` (string) or `messages` (list of {{role, content}})")
+
+
+def _sharegpt_item(conv: Any, path: Path, n: int) -> tuple[list[dict[str, str]], int | None] | None:
+    turns = conv.get("conversations") if isinstance(conv, dict) else None
+    if not isinstance(turns, list):
+        raise InputError(f"{path}: entry {n}: expected an object with a `conversations` list")
+    human = next((t for t in turns if isinstance(t, dict) and t.get("from") in ("human", "user")), None)
+    if human is None or not isinstance(human.get("value"), str):
+        return None  # conversations without a human turn are skipped, as peer tools do
+    reply = next((t for t in turns if isinstance(t, dict) and t.get("from") in ("gpt", "assistant")), None)
+    out = len(reply["value"].split()) if reply and isinstance(reply.get("value"), str) and reply["value"] else None
+    return [{"role": "user", "content": human["value"]}], out
+
+
+def load_tokenizer(path: Path) -> Any:
+    try:
+        from tokenizers import Tokenizer  # optional: pip install tokenizers
+    except ImportError:
+        raise InputError(f"{path}: a tokenizer file needs the `tokenizers` package (pip install tokenizers)") from None
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # noqa: BLE001 - the library raises plain Exception
+        raise InputError(f"{path}: cannot load tokenizer: {e}") from None

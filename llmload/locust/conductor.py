@@ -1,0 +1,283 @@
+"""The conductor: plan progress, aggregation, live output and results (local runner or master).
+
+Locust's shape hook calls ``tick()`` once a second; the conductor decides the
+current step, tells the workers (or the local controller), watches stop
+conditions and lost workers, drains in-flight streams at the end, and writes
+the results directory when Locust quits.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+
+from llmload.locust.controller import LLMRun
+from llmload.locust.users import class_name
+from llmload.runstate import Aggregator
+from llmload.sinks.results import ResultsWriter
+from llmload.sinks.terminal import progress_line
+
+log = logging.getLogger("llmload")
+
+MSG_SCENARIO = "llmload_scenario"
+MSG_STEP = "llmload_step"
+MSG_DRAIN = "llmload_drain"
+MSG_ABORT = "llmload_abort"
+WORKER_LOST_AFTER_S = 8.0
+
+
+class Conductor:
+    def __init__(self, run: LLMRun, results_dir: Path, *, distributed: bool, progress: bool) -> None:
+        self.run = run
+        self.sc = run.sc
+        self.env = run.env
+        self.distributed = distributed
+        self.progress = progress
+        self.agg = Aggregator(list(run.targets))
+        self.results = ResultsWriter(results_dir)
+        self.agg.line_sinks.append(self.results.requests)
+        self.state = "init"  # init | running | settle | draining | done
+        self.step_no = -1
+        self.step_started = 0.0
+        self.settle_until = 0.0
+        self.drain_deadline = 0.0
+        self.aborted = False
+        self.started_at = time.time()
+        self.run_t0: float | None = None
+        self.ended_at: float | None = None
+        self.reasons: list[str] = []
+        self.stop_reason: str | None = None
+        self.lost_workers: list[dict[str, Any]] = []
+        self.known_workers: dict[str, float] = {}
+        self.cpu_samples: list[float] = []
+        self.sinks: list[Any] = []  # objects with interval(row) / event(kind, text)
+        self._interval_greenlet: gevent.Greenlet | None = None
+        self._last_interval = time.time()
+
+    # --- plan -------------------------------------------------------------------
+    def tick(self) -> tuple[int, float, list[Any] | None] | None:
+        now = time.time()
+        self.pull()
+        if self.distributed:
+            self.check_workers(now)
+        if self.state == "init":
+            self.run_t0 = now
+            self.enter_step(0, now)
+        if self.state in ("running", "settle") and self.stop_reason is None:
+            self.check_stop_conditions()
+        if self.state == "running":
+            ps = self.run.plan[self.step_no]
+            st = ps.step
+            elapsed = now - self.step_started
+            done = st.duration is not None and elapsed >= st.duration
+            if st.max_requests is not None:
+                lvl = self.agg.levels.get((st.phase, st.level), {})
+                done = done or all(
+                    (lvl[t].requests if t in lvl else 0) >= st.max_requests for t in ps.targets
+                )
+            if done:
+                if st.settle_after > 0 and self.step_no + 1 < len(self.run.plan):
+                    self.state = "settle"
+                    self.settle_until = now + st.settle_after
+                    self.broadcast_step(len(self.run.plan) + 1, now)  # no step: users idle, no arrivals
+                    self.event("phase", f"settle {st.settle_after:g} s after {st.level}")
+                else:
+                    self.enter_step(self.step_no + 1, now)
+        elif self.state == "settle" and now >= self.settle_until:
+            self.enter_step(self.step_no + 1, now)
+        if self.state == "draining":
+            if self.drained() or now > self.drain_deadline + 10:
+                self.state = "done"
+                return None
+            if now > self.drain_deadline and not self.aborted:
+                self.aborted = True
+                self.event("warning", f"stop grace of {self.sc.load.stop_grace:g} s ran out: cutting in-flight streams")
+                if self.distributed:
+                    self.env.runner.send_message(MSG_ABORT, {})
+                else:
+                    gevent.spawn(self.run.abort_inflight)
+            return (0, 1000.0, None)
+        if self.state == "running":
+            return self.users_for(self.run.plan[self.step_no])
+        return (0, 1000.0, None)
+
+    def users_for(self, ps: Any) -> tuple[int, float, list[Any] | None]:
+        st = ps.step
+        if st.open_loop:
+            return (0, 1000.0, None)
+        n = len(ps.targets)
+        classes = [self.env.user_classes_by_name[class_name(t)] for t in ps.targets]
+        total = st.users * n
+        if st.start_users is not None and st.duration:
+            rate = max(0.01, abs(st.users - st.start_users) * n / st.duration)
+        elif st.spawn_rate:
+            rate = st.spawn_rate * n
+        else:
+            rate = float(max(total, 1))
+        return (total, rate, classes)
+
+    def enter_step(self, number: int, now: float) -> None:
+        if number >= len(self.run.plan):
+            self.start_drain("plan complete")
+            return
+        self.step_no = number
+        self.step_started = now
+        self.state = "running"
+        ps = self.run.plan[number]
+        self.broadcast_step(number, now)
+        self.event("phase", f"step {ps.step.level} ({', '.join(ps.targets)})", phase=ps.step.phase, level=ps.step.level)
+
+    def broadcast_step(self, number: int, now: float) -> None:
+        assert self.run_t0 is not None
+        data = {"number": number, "t0": now, "run_t0": self.run_t0}
+        self.run.apply_step(number, now, self.run_t0)
+        if self.distributed:
+            self.env.runner.send_message(MSG_STEP, data)
+
+    def start_drain(self, reason: str) -> None:
+        if self.state == "draining":
+            return
+        self.state = "draining"
+        self.stop_reason = self.stop_reason or reason
+        self.drain_deadline = time.time() + self.sc.load.stop_grace
+        self.run.start_draining()
+        if self.distributed:
+            self.env.runner.send_message(MSG_DRAIN, {})
+        self.event("stop", f"load stopped: {reason}; waiting up to {self.sc.load.stop_grace:g} s for in-flight streams")
+
+    def drained(self) -> bool:
+        for t in self.run.targets:
+            if self.agg.total_in_flight(t) > 0:
+                return False
+            if self.agg.completed_live(t) < self.agg.total_sent(t):
+                return False
+        return True
+
+    def check_stop_conditions(self) -> None:
+        ld = self.sc.load
+        failed = self.agg.failed()
+        total = sum(self.agg.completed(t) for t in self.run.targets)
+        if ld.stop_on_failures is not None and failed >= ld.stop_on_failures:
+            self.start_drain(f"{failed} failed requests (stop_on_failures {ld.stop_on_failures})")
+        elif ld.stop_on_failure_ratio is not None and total >= 20 and failed / total > ld.stop_on_failure_ratio:
+            self.start_drain(f"failure ratio {failed / total:.1%} above {ld.stop_on_failure_ratio:.1%}")
+
+    # --- data flow ------------------------------------------------------------------
+    def pull(self) -> None:
+        """Local mode: move the local collector's delta into the aggregator."""
+        if not self.distributed:
+            self.run.set_users()
+            self.agg.merge(self.run.collector.drain())
+
+    def worker_report(self, client_id: str, data: dict[str, Any]) -> None:
+        delta = data.get("llmload")
+        if delta:
+            self.known_workers[client_id] = time.time()
+            if any(w["worker"] == client_id for w in self.lost_workers):
+                return
+            self.agg.merge(delta)
+
+    def check_workers(self, now: float) -> None:
+        runner = self.env.runner
+        clients = getattr(runner, "clients", {})
+        for wid, seen in list(self.known_workers.items()):
+            if any(w["worker"] == wid for w in self.lost_workers):
+                continue
+            c = clients.get(wid) if hasattr(clients, "get") else None
+            missing = c is None or getattr(c, "state", "") == "missing"
+            if missing or now - seen > WORKER_LOST_AFTER_S:
+                unaccounted = {
+                    t: max(0, self.agg.sent.get(wid, {}).get(t, 0) - self.agg.completed_by(wid, t))
+                    for t in self.run.targets
+                }
+                self.lost_workers.append({"worker": wid, "t": now, "last_report": seen, "unaccounted": unaccounted})
+                self.agg.forget_worker(wid)
+                self.reasons.append(
+                    f"worker {wid} lost at {time.strftime('%H:%M:%S', time.gmtime(now))}Z "
+                    f"(last report {now - seen:.1f} s earlier; requests sent but never reported: {unaccounted})"
+                )
+                self.event("worker_lost", f"worker {wid} stopped reporting", worker=wid)
+                log.error("llmload: worker %s lost (no report for %.1f s)", wid, now - seen)
+
+    def event(self, kind: str, text: str, **extra: Any) -> None:
+        self.results.event(kind, text, **extra)
+        for s in self.sinks:
+            try:
+                s.event(kind, text)
+            except Exception as e:  # noqa: BLE001 - a sink must never break the run
+                log.warning("llmload: sink event failed: %s", e)
+
+    # --- intervals ----------------------------------------------------------------------
+    def start_intervals(self) -> None:
+        if self._interval_greenlet is None:
+            self._interval_greenlet = gevent.spawn(self._interval_loop)
+
+    def stop_intervals(self) -> None:
+        if self._interval_greenlet is not None:
+            self._interval_greenlet.kill(block=False)
+            self._interval_greenlet = None
+
+    def _interval_loop(self) -> None:
+        period = self.sc.client.report_interval
+        import psutil
+
+        proc = psutil.Process()
+        proc.cpu_percent(None)
+        while True:
+            gevent.sleep(period)
+            try:
+                self.interval(proc.cpu_percent(None))
+            except Exception as e:  # noqa: BLE001 - live output must not end the run
+                log.exception("llmload: interval failed: %s", e)
+
+    def interval(self, cpu: float) -> None:
+        now = time.time()
+        self.pull()
+        span = max(1e-6, now - self._last_interval)
+        self._last_interval = now
+        iv, lag = self.agg.take_interval()
+        worker_cpu = self.agg.worker_cpu() if self.distributed else [cpu]
+        cpu_now = max(worker_cpu) if worker_cpu else cpu
+        self.cpu_samples.append(cpu_now)
+        lag_p99 = lag.percentiles_ms([99.0])["p99"]
+        prog: dict[str, dict[str, Any]] = {}
+        for t in self.run.targets:
+            st = iv.get(t)
+            ttft = st.histograms["ttft"].percentiles_ms([50.0, 99.0]) if st else {"p50": None, "p99": None}
+            itl = st.histograms["itl"].percentiles_ms([50.0, 99.0]) if st else {"p50": None, "p99": None}
+            reqs = st.requests if st else 0
+            out_tok = st.output_tokens if st else 0
+            row = {
+                "t": round(now, 3),
+                "target": t,
+                "interval_s": round(span, 3),
+                "requests": reqs,
+                "failures": st.failures if st else 0,
+                "output_tokens": out_tok,
+                "output_tok_s": round(out_tok / span, 3),
+                "req_s": round(reqs / span, 4),
+                "in_flight": self.agg.total_in_flight(t),
+                "users": self.agg.total_users(t),
+                "ttft_p50_ms": ttft["p50"],
+                "ttft_p99_ms": ttft["p99"],
+                "itl_p50_ms": itl["p50"],
+                "itl_p99_ms": itl["p99"],
+                "loop_lag_p99_ms": lag_p99,
+                "cpu_percent": round(cpu_now, 1),
+            }
+            self.results.timeseries(row)
+            for s in self.sinks:
+                try:
+                    s.interval(row)
+                except Exception as e:  # noqa: BLE001
+                    log.warning("llmload: sink interval failed: %s", e)
+            prog[t] = {**row, "requests_total": self.agg.completed(t)}
+        self.results.flush()
+        if self.progress:
+            sys.stderr.write(progress_line(now - (self.run_t0 or self.started_at), prog) + "\n")
+            sys.stderr.flush()

@@ -1,0 +1,286 @@
+"""The run controller inside each Locust process: plan steps, issue requests, record them.
+
+One ``LLMRun`` per process. In the local runner it does everything; on the
+master it owns the plan, the aggregation and the results; on a worker it issues
+its share of the requests (users, or open-loop arrivals) and ships deltas.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gevent
+from gevent.lock import BoundedSemaphore
+from gevent.pool import Group
+
+from llmload.load.executors import Step, arrival_times, plan_steps
+from llmload.load.workload import RequestSpec, WorkloadSource
+from llmload.openai_stream import build_request, stream_request
+from llmload.records import RequestRecord
+from llmload.runstate import WARMUP, Collector
+from llmload.transport import GeventTransport
+
+NO_IGNORE_EOS = ("openai",)  # kinds whose API rejects the vLLM-style ignore_eos field
+
+
+class LLMFailure(Exception):
+    """What Locust's statistics show for a failed stream (status class: message)."""
+
+
+@dataclass
+class PlanStep:
+    step: Step
+    targets: list[str]  # active targets (all in parallel mode, one in sequential mode)
+    number: int  # position in the whole plan
+    position: int  # position in one target's plan (same for every target: paired schedules)
+
+
+def build_plan(scenario: Any) -> list[PlanStep]:
+    steps = plan_steps(scenario.load.phases)
+    names = [t.name for t in scenario.targets]
+    out: list[PlanStep] = []
+    if scenario.load.mode == "sequential":
+        for t in names:
+            for pos, st in enumerate(steps):
+                out.append(PlanStep(st, [t], len(out), pos))
+    else:
+        for pos, st in enumerate(steps):
+            out.append(PlanStep(st, names, pos, pos))
+    return out
+
+
+def split_share(total: int, k: int, n: int) -> int:
+    """Worker k's deterministic share of ``total`` among ``n`` workers."""
+    return total // n + (1 if k < total % n else 0)
+
+
+class LLMRun:
+    def __init__(
+        self,
+        environment: Any,
+        scenario: Any,
+        *,
+        role: str,
+        worker_id: str = "local",
+        worker_index: int = 0,
+        worker_count: int = 1,
+    ) -> None:
+        self.env = environment
+        self.sc = scenario
+        self.role = role
+        self.worker_id = worker_id
+        self.k = worker_index
+        self.n = max(1, worker_count)
+        self.targets = {t.name: t for t in scenario.targets}
+        base = Path(scenario.source).parent if scenario.source else Path.cwd()
+        self.source = WorkloadSource(scenario.workload, base_dir=base)
+        self.plan = build_plan(scenario)
+        self.collector = Collector(list(self.targets), worker=worker_id)
+        self.current: PlanStep | None = None
+        self.draining = False
+        self.run_t0: float | None = None  # wall time the first step started
+        self.measure_start: float | None = None
+        self._counters = dict.fromkeys(self.targets, 0)
+        self._step_counts = dict.fromkeys(self.targets, 0)
+        self._drivers = Group()
+        self._open_requests = Group()
+        self._api_keys = {
+            t.name: os.environ.get(t.api_key_env) if t.api_key_env else None for t in scenario.targets
+        }
+        self._lag_greenlet: gevent.Greenlet | None = None
+
+    # --- steps ------------------------------------------------------------
+    def apply_step(self, number: int, t0: float, run_t0: float) -> None:
+        """Enter plan step ``number`` (called locally, or on a master's message)."""
+        self.run_t0 = run_t0
+        self.measure_start = run_t0 + self.sc.load.warmup
+        self._drivers.kill(block=False)
+        if number >= len(self.plan):
+            self.current = None
+            return
+        ps = self.plan[number]
+        self.current = ps
+        self._step_counts = dict.fromkeys(self.targets, 0)
+        if ps.step.open_loop:
+            for t in ps.targets:
+                self._drivers.spawn(self._drive_open_loop, ps, t, t0)
+
+    def start_draining(self) -> None:
+        self.draining = True
+        self.current = None
+        self._drivers.kill(block=False)
+
+    def abort_inflight(self) -> None:
+        self._open_requests.kill(block=True, timeout=5)
+
+    # --- closed loop --------------------------------------------------------
+    def closed_loop_iteration(self, user: Any, transport: GeventTransport) -> None:
+        ps = self.current
+        t = user.target_name
+        if ps is None or ps.step.open_loop or t not in ps.targets or self.draining:
+            gevent.sleep(0.1)
+            return
+        if self.sc.workload.kind == "multiturn":
+            self._session(user, transport, ps)
+            return
+        idx = self._take_index(t, ps)
+        if idx is None:
+            gevent.sleep(0.1)
+            return
+        self.issue(t, transport, self.source.get(idx), ps, None)
+
+    def _take_index(self, t: str, ps: PlanStep) -> int | None:
+        budget = ps.step.max_requests
+        if budget is not None:
+            if self._step_counts[t] >= split_share(budget, self.k, self.n):
+                return None
+        self._step_counts[t] += 1
+        c = self._counters[t]
+        self._counters[t] = c + 1
+        return c * self.n + self.k
+
+    def _session(self, user: Any, transport: GeventTransport, ps: PlanStep) -> None:
+        t = user.target_name
+        sess = self._take_index(t, ps)
+        if sess is None:
+            gevent.sleep(0.1)
+            return
+        turns = self.source.session_turns(sess)
+        for turn in range(turns):
+            if self.current is not ps:
+                return
+            spec = self.source.get(sess * self.source.turns_max + turn)
+            self.issue(t, transport, spec, ps, None)
+            if spec.think_time and turn < turns - 1:
+                gevent.sleep(spec.think_time)
+
+    # --- open loop ----------------------------------------------------------
+    def _drive_open_loop(self, ps: PlanStep, t: str, t0: float) -> None:
+        st = ps.step
+        seed = self.sc.workload.seed * 1009 + ps.position
+        times = arrival_times(st, seed=seed, horizon=None)
+        cap = max(1, split_share(st.max_vus, self.k, self.n))
+        target = self.targets[t]
+        transport = GeventTransport(
+            target.base_url or "",
+            connect_timeout_s=self.sc.client.connect_timeout,
+            read_timeout_s=self.sc.client.read_timeout,
+            concurrency=cap,
+        )
+        slots = BoundedSemaphore(cap)
+        base = (ps.position + 1) * 1_000_000  # open-loop indexes: step position, then arrival number
+        mono0 = time.monotonic() - (time.time() - t0)
+        for j in range(self.k, len(times), self.n):
+            intended_mono = mono0 + times[j]
+            delay = intended_mono - time.monotonic()
+            if delay > 0:
+                gevent.sleep(delay)
+            if self.current is not ps:
+                break
+            if slots.locked():
+                if st.on_saturation == "drop":
+                    self.collector.dropped[t] += 1
+                    continue
+                self.collector.delayed[t] += 1
+            slots.acquire()
+            if self.current is not ps:
+                slots.release()
+                break
+            spec = self.source.get(base + j)
+            intended_wall = t0 + times[j]
+            self._open_requests.spawn(self._open_request, t, transport, spec, ps, intended_wall, slots)
+
+    def _open_request(
+        self, t: str, transport: GeventTransport, spec: RequestSpec, ps: PlanStep, intended: float, slots: Any
+    ) -> None:
+        try:
+            self.issue(t, transport, spec, ps, intended)
+        finally:
+            slots.release()
+
+    # --- one request ------------------------------------------------------
+    def issue(self, t: str, transport: GeventTransport, spec: RequestSpec, ps: PlanStep, intended: float | None) -> None:
+        target = self.targets[t]
+        wl = self.sc.workload
+        req = build_request(
+            api=target.api,
+            model=target.model or "",
+            prompt=spec.messages,
+            max_tokens=spec.max_tokens,
+            temperature=wl.temperature,
+            ignore_eos=wl.ignore_eos and target.kind not in NO_IGNORE_EOS,
+            min_tokens=wl.min_tokens,
+            extra_body=target.extra_body,
+            headers=target.headers,
+            api_key=self._api_keys.get(t),
+            base_path=transport.base_path,
+        )
+        now = time.time()
+        in_warmup = self.measure_start is not None and (intended or now) < self.measure_start
+        rec = RequestRecord(
+            target=t,
+            index=spec.index,
+            worker=self.worker_id,
+            phase=ps.step.phase,
+            level=WARMUP if in_warmup else ps.step.level,
+            intended_time=intended,
+        )
+        self.collector.started(t)
+        try:
+            stream_request(transport, req, rec, total_timeout_s=self.sc.client.request_timeout)
+        except BaseException:
+            self._done(rec)
+            raise
+        self._done(rec)
+
+    def _done(self, rec: RequestRecord) -> None:
+        self.collector.record(rec)
+        exc = None if rec.ok else LLMFailure(f"{rec.status}: {rec.error or ''}".strip())
+        self.env.events.request.fire(
+            request_type="STREAM",
+            name=rec.target,
+            response_time=(rec.e2e_s or 0.0) * 1000.0,
+            response_length=rec.output_tokens,
+            exception=exc,
+            context={"status": rec.status, "index": rec.index},
+            start_time=rec.start_time,
+            url=None,
+            response=None,
+        )
+
+    # --- client health ----------------------------------------------------------
+    def start_lag_monitor(self, period_s: float = 0.01) -> None:
+        if self._lag_greenlet is not None:
+            return
+
+        def loop() -> None:
+            clock = time.perf_counter
+            while True:
+                t = clock()
+                gevent.sleep(period_s)
+                self.collector.loop_lag.record(max(0.0, clock() - t - period_s))
+
+        self._lag_greenlet = gevent.spawn(loop)
+
+    def stop_lag_monitor(self) -> None:
+        if self._lag_greenlet is not None:
+            self._lag_greenlet.kill(block=False)
+            self._lag_greenlet = None
+
+    def set_users(self) -> None:
+        from llmload.locust.users import class_name
+
+        runner = self.env.runner
+        counts: dict[str, int] = dict.fromkeys(self.targets, 0)
+        by_class = runner.user_classes_count if runner is not None else {}
+        for t in counts:
+            counts[t] = int(by_class.get(class_name(t), 0))
+        ps = self.current
+        if ps is not None and ps.step.open_loop:
+            for t in ps.targets:
+                counts[t] = max(counts[t], self.collector.in_flight.get(t, 0))
+        self.collector.users = counts

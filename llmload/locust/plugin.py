@@ -1,0 +1,245 @@
+"""llmload as a Locust plugin: command-line options, event listeners, the load shape.
+
+Imported by the locustfile (``locust -f locustfiles/chat.py --scenario FILE``).
+Local runner: everything happens in this process. Master: owns the plan and the
+results; sends the scenario (targets resolved) and step changes to workers, so
+workers need no scenario file. Worker: issues its share and ships exact
+histogram deltas in ``report_to_master``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from locust import LoadTestShape, events
+from locust.runners import MasterRunner, WorkerRunner
+
+from llmload.finish import EXIT_INPUT, finalize
+from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
+from llmload.locust.controller import LLMRun
+from llmload.locust.users import make_user_class
+from llmload.scenario import validate_data
+from llmload.sinks.terminal import render_table
+from llmload.yamlsrc import InputError
+
+log = logging.getLogger("llmload")
+
+
+class PlanShape(LoadTestShape):
+    """Locust's shape hook, driven by the scenario's plan."""
+
+    use_common_options = False
+
+    def __init__(self, conductor: Conductor) -> None:
+        super().__init__()
+        self.conductor = conductor
+
+    def tick(self) -> Any:
+        return self.conductor.tick()
+
+
+class State:
+    run: LLMRun | None = None
+    conductor: Conductor | None = None
+    prepared: Any = None
+    allow_worker_loss = False
+    exit_code: int | None = None
+    summary: dict[str, Any] | None = None
+
+
+STATE = State()
+
+
+@events.init_command_line_parser.add_listener
+def _add_arguments(parser: Any) -> None:
+    grp = parser  # Locust's include_in_web_ui works on the parser itself, not on groups
+    grp.add_argument("--scenario", default="", include_in_web_ui=True, help="llmload scenario YAML file")
+    grp.add_argument(
+        "--set", dest="llm_set", action="append", default=[], help="override a scenario field: key.path=value"
+    )
+    grp.add_argument("--results", dest="llm_results", default="", help="results directory (default: output.dir/run_id)")
+    grp.add_argument(
+        "--llm-targets", default="", include_in_web_ui=True, help="comma-separated targets to run (default: all)"
+    )
+    grp.add_argument("--allow-worker-loss", action="store_true", default=False, help="exit 0 when a worker is lost")
+    grp.add_argument("--llm-quiet", action="store_true", default=False, help="no live progress lines")
+    grp.add_argument("--llm-no-reports", action="store_true", default=False, help="skip HTML/Markdown/JUnit reports")
+
+
+def _fail_input(msg: str) -> None:
+    print(f"llmload: {msg}", file=sys.stderr)
+    if STATE.prepared is not None:
+        STATE.prepared.stop()
+    sys.exit(EXIT_INPUT)
+
+
+def load_for_options(options: Any) -> Any:
+    from llmload.scenario import load_scenario
+
+    sc = load_scenario(options.scenario, list(options.llm_set or []))
+    wanted = [t.strip() for t in (options.llm_targets or "").split(",") if t.strip()]
+    if wanted:
+        unknown = [w for w in wanted if w not in {t.name for t in sc.targets}]
+        if unknown:
+            raise InputError(f"--llm-targets: unknown target(s) {', '.join(unknown)}")
+        sc.targets = [t for t in sc.targets if t.name in wanted]
+    return sc
+
+
+@events.init.add_listener
+def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None:
+    options = environment.parsed_options
+    if options is None:
+        return
+    STATE.allow_worker_loss = bool(getattr(options, "allow_worker_loss", False))
+    if isinstance(runner, WorkerRunner):
+        runner.register_message(MSG_SCENARIO, _on_scenario_message)
+        runner.register_message(MSG_STEP, _on_step_message)
+        runner.register_message(MSG_DRAIN, lambda msg, **kw: STATE.run and STATE.run.start_draining())
+        runner.register_message(MSG_ABORT, lambda msg, **kw: STATE.run and STATE.run.abort_inflight())
+        return
+    if not options.scenario:
+        if options.headless:
+            _fail_input("--scenario FILE is required")
+        log.warning("llmload: no --scenario given; choose one in the web UI form")
+        return
+    try:
+        setup(environment, runner, options)
+    except InputError as e:
+        _fail_input(str(e))
+
+
+def setup(environment: Any, runner: Any, options: Any) -> None:
+    from llmload.targets import start_sims, wait_ready
+
+    sc = load_for_options(options)
+    if any(t.kind == "sim" and t.base_url is None for t in sc.targets):
+        STATE.prepared = start_sims(sc)
+        from llmload.yamlsrc import apply_overrides
+
+        data = sc.model_dump(mode="json", exclude_none=True)
+        apply_overrides(data, STATE.prepared.overrides)
+        source = sc.source
+        sc = validate_data(data, {}, source)
+    wait_ready(sc.targets, timeout_s=float(os.environ.get("LLMLOAD_READY_TIMEOUT", "60")))
+    distributed = isinstance(runner, MasterRunner)
+    run = LLMRun(environment, sc, role="master" if distributed else "local")
+    run_id = f"{sc.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    results_dir = Path(options.llm_results) if options.llm_results else Path(sc.output.dir) / run_id
+    progress = bool(options.headless) and not options.llm_quiet
+    conductor = Conductor(run, results_dir, distributed=distributed, progress=progress)
+    conductor.run_id = run_id  # type: ignore[attr-defined]
+    STATE.run, STATE.conductor = run, conductor
+    environment.user_classes = [
+        make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets
+    ]
+    shape = PlanShape(conductor)
+    shape.runner = runner
+    environment.shape_class = shape
+    environment.stop_timeout = sc.load.stop_grace
+    if options.headless:
+        logging.getLogger("locust.stats_logger").setLevel(logging.WARNING)
+    conductor.event("start", f"run {run_id} starting ({len(sc.targets)} targets)")
+
+
+def _on_scenario_message(msg: Any, **_: Any) -> None:
+    env = STATE_ENV.env
+    data = msg.data
+    sc = validate_data(data["scenario"], {}, data.get("source", "master"))
+    runner = env.runner
+    run = LLMRun(
+        env,
+        sc,
+        role="worker",
+        worker_id=runner.client_id,
+        worker_index=data["index"].get(runner.client_id, 0),
+        worker_count=data["count"],
+    )
+    STATE.run = run
+    env.user_classes = [make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets]
+    env.stop_timeout = sc.load.stop_grace
+    run.start_lag_monitor()
+
+
+def _on_step_message(msg: Any, **_: Any) -> None:
+    if STATE.run is not None:
+        d = msg.data
+        STATE.run.apply_step(d["number"], d["t0"], d["run_t0"])
+
+
+class _Env:
+    env: Any = None
+
+
+STATE_ENV = _Env()
+
+
+@events.init.add_listener
+def _keep_env(environment: Any, **_: Any) -> None:
+    STATE_ENV.env = environment
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Any, **_: Any) -> None:
+    c = STATE.conductor
+    runner = environment.runner
+    if c is None:
+        return
+    if isinstance(runner, MasterRunner):
+        ids = sorted(runner.clients.keys())
+        data = {
+            "scenario": c.sc.model_dump(mode="json", exclude_none=True),
+            "source": c.sc.source,
+            "index": {cid: i for i, cid in enumerate(ids)},
+            "count": len(ids),
+        }
+        for cid in ids:
+            runner.send_message(MSG_SCENARIO, data, client_id=cid)
+            c.known_workers[cid] = time.time()
+    else:
+        c.run.start_lag_monitor()
+    c.started_at = time.time()
+    c.start_intervals()
+
+
+@events.report_to_master.add_listener
+def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    if STATE.run is not None:
+        STATE.run.set_users()
+        data["llmload"] = STATE.run.collector.drain()
+
+
+@events.worker_report.add_listener
+def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    if STATE.conductor is not None:
+        STATE.conductor.worker_report(client_id, data)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Any, **_: Any) -> None:
+    c = STATE.conductor
+    if STATE.run is not None:
+        STATE.run.stop_lag_monitor()
+    if c is None:
+        return
+    try:
+        c.stop_intervals()
+        c.ended_at = time.time()
+        c.pull()
+        opts = environment.parsed_options
+        summary, code = finalize(
+            c, allow_worker_loss=STATE.allow_worker_loss, write_reports=not getattr(opts, "llm_no_reports", False)
+        )
+        STATE.summary, STATE.exit_code = summary, code
+        c.results.close()
+        print("\n" + render_table(summary), flush=True)
+        print(f"results: {c.results.dir}", flush=True)
+        environment.process_exit_code = code
+    finally:
+        if STATE.prepared is not None:
+            STATE.prepared.stop()

@@ -1,0 +1,63 @@
+"""Locust users: one class per target, generated from the scenario.
+
+Each user is a closed-loop stream: take the next request of the workload,
+stream it through the recv-sized transport on the user's own FastHttpUser
+connection pool (geventhttpclient), record it, repeat. Locust's request event
+gets the end-to-end time and the output tokens (never a per-token event, so the
+Aggregated row and total RPS stay one entry per request).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import gevent
+from geventhttpclient.url import URL
+from locust import FastHttpUser, constant, task
+
+from llmload.transport import GeventTransport
+
+if TYPE_CHECKING:
+    from llmload.locust.controller import LLMRun
+
+
+def class_name(target: str) -> str:
+    return "LLM_" + re.sub(r"[^A-Za-z0-9_]", "_", target)
+
+
+class LLMUser(FastHttpUser):
+    """Placeholder so Locust finds a user class; replaced per target at init."""
+
+    abstract = False
+    host = "http://127.0.0.1"
+    wait_time = constant(0)
+    llm_run: LLMRun | None = None
+    target_name: str = ""
+
+    @task
+    def stream(self) -> None:
+        run = type(self).llm_run
+        if run is None or not self.target_name:
+            gevent.sleep(1.0)  # no scenario loaded: nothing to do
+            return
+        if not hasattr(self, "_transport"):
+            client = self.client.client.clientpool.get_client(URL(self.host))
+            self._transport = GeventTransport(self.host, client=client)
+        run.closed_loop_iteration(self, self._transport)
+
+
+def make_user_class(target: Any, run: LLMRun, connect_timeout: float, read_timeout: float) -> type[LLMUser]:
+    attrs = {
+        "host": target.base_url or "http://127.0.0.1",
+        "target_name": target.name,
+        "llm_run": run,
+        "weight": 1,
+        "connection_timeout": connect_timeout,
+        "network_timeout": read_timeout,
+        "concurrency": 1,
+        "max_retries": 0,
+        "insecure": False,
+        "__module__": __name__,
+    }
+    return type(class_name(target.name), (LLMUser,), attrs)

@@ -1,0 +1,133 @@
+"""`llmload run | ui | master | worker`: Locust's own main, with llmload's locustfile and options.
+
+``run`` is headless. With ``--workers N`` it starts a Locust master here and N
+worker processes on this host (each its own core); the master merges their
+exact histograms. ``master`` / ``worker`` are the same pieces for many hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from llmload.cli import LOCUSTFILE
+
+
+def _parser(cmd: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=f"llmload {cmd}", description=f"llmload {cmd} (extra args go to Locust)")
+    ap.add_argument("scenario")
+    ap.add_argument("--results", default="", help="results directory")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field")
+    ap.add_argument("--targets", default="", help="comma-separated subset of targets")
+    ap.add_argument("--quiet", action="store_true", help="no live progress lines")
+    ap.add_argument("--no-reports", action="store_true", help="skip the HTML/Markdown/JUnit reports")
+    ap.add_argument("--allow-worker-loss", action="store_true", help="a lost worker degrades the run but exits 0")
+    if cmd in ("run", "master"):
+        ap.add_argument("--workers", type=int, default=0, help="run a master and N local worker processes")
+        ap.add_argument("--expect-workers", type=int, default=0, help="master: wait for N workers before starting")
+        ap.add_argument("--master-bind-host", default="127.0.0.1")
+        ap.add_argument("--master-bind-port", type=int, default=0, help="0: a free port")
+    if cmd in ("ui", "master"):
+        ap.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (default loopback only)")
+        ap.add_argument("--web-port", type=int, default=8089)
+    ap.add_argument("--influx", default="", help="InfluxDB URL (see README: telemetry)")
+    return ap
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_command(cmd: str, argv: list[str]) -> int:
+    ap = _parser(cmd)
+    a, extra = ap.parse_known_args(argv)
+    # Validate first: a bad file is one line and exit 2, before Locust starts.
+    from llmload.scenario import load_scenario
+    from llmload.yamlsrc import InputError
+
+    try:
+        load_scenario(a.scenario, a.set)
+    except InputError as e:
+        print(f"llmload: {e}", file=sys.stderr)
+        return 2
+    largs = ["-f", LOCUSTFILE, "--scenario", a.scenario, "-L", "WARNING"]
+    for s in a.set:
+        largs += ["--set", s]
+    if a.results:
+        largs += ["--results", a.results]
+    if a.targets:
+        largs += ["--llm-targets", a.targets]
+    if a.quiet:
+        largs.append("--llm-quiet")
+    if a.no_reports:
+        largs.append("--llm-no-reports")
+    if a.allow_worker_loss:
+        largs.append("--allow-worker-loss")
+    if a.influx:
+        largs += ["--set", f"influx.url={a.influx}"]
+    workers = getattr(a, "workers", 0)
+    procs: list[subprocess.Popen[bytes]] = []
+    if cmd == "run":
+        largs.append("--headless")
+    else:
+        largs += ["--web-host", a.web_host, "--web-port", str(a.web_port)]
+    if cmd == "master" or workers:
+        port = a.master_bind_port or _free_port()
+        expect = a.expect_workers or workers or 1
+        largs += ["--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port)]
+        largs += ["--expect-workers", str(expect)]
+        for _ in range(workers):
+            procs.append(_spawn_worker("127.0.0.1", port))
+    try:
+        return _locust_main(largs + extra)
+    finally:
+        for p in procs:
+            _stop(p)
+
+
+def _spawn_worker(host: str, port: int) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "llmload", "worker", "--master-host", host, "--master-port", str(port)]
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+
+
+def _stop(p: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def worker_command(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="llmload worker", description="a Locust worker for llmload (no scenario needed)")
+    ap.add_argument("--master-host", default="127.0.0.1")
+    ap.add_argument("--master-port", type=int, default=5557)
+    a, extra = ap.parse_known_args(argv)
+    largs = ["-f", LOCUSTFILE, "--worker", "--master-host", a.master_host, "--master-port", str(a.master_port)]
+    largs += ["-L", "WARNING"]
+    return _locust_main(largs + extra)
+
+
+def _locust_main(largs: list[str]) -> int:
+    import locust.main
+
+    sys.argv = ["locust", *largs]
+    try:
+        locust.main.main()
+    except SystemExit as e:
+        code = e.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0

@@ -1,0 +1,202 @@
+"""Per-process measurement state, and the run-wide aggregation of it.
+
+``Collector`` lives in every process that sends requests (the local runner, or
+each worker): it folds each RequestRecord into exact histograms (per target,
+per phase level, and per reporting interval), keeps the request lines, and
+hands out *deltas* (``drain()``) that are reset once taken. A worker ships them
+to the master in ``report_to_master``; the local runner passes them straight on.
+
+``Aggregator`` lives where results are written (the local runner, or the
+master): it merges every delta, so the final figures are exactly the sum of what
+every worker measured, and builds the summary. No Locust import here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from llmload.metrics import Histogram, TargetStats
+from llmload.records import RequestRecord
+
+WARMUP = "warmup"
+
+
+class Collector:
+    def __init__(self, targets: list[str], worker: str = "local") -> None:
+        self.targets = targets
+        self.worker = worker
+        self._lock = threading.Lock()  # records may come from the InfluxDB sink's thread too
+        self._levels: dict[tuple[str, str], dict[str, TargetStats]] = {}
+        self._interval: dict[str, TargetStats] = {t: TargetStats() for t in targets}
+        self._lines: list[dict[str, Any]] = []
+        self.in_flight: dict[str, int] = dict.fromkeys(targets, 0)
+        self.users: dict[str, int] = dict.fromkeys(targets, 0)
+        self.sent: dict[str, int] = dict.fromkeys(targets, 0)
+        self.dropped: dict[str, int] = dict.fromkeys(targets, 0)
+        self.delayed: dict[str, int] = dict.fromkeys(targets, 0)
+        self.loop_lag = Histogram()
+        self.listeners: list[Callable[[RequestRecord], None]] = []
+
+    def started(self, target: str) -> None:
+        self.in_flight[target] += 1
+        self.sent[target] += 1
+
+    def record(self, rec: RequestRecord) -> None:
+        t = rec.target
+        self.in_flight[t] = max(0, self.in_flight[t] - 1)
+        key = (rec.phase, rec.level)
+        with self._lock:
+            lvl = self._levels.get(key)
+            if lvl is None:
+                lvl = self._levels[key] = {}
+            st = lvl.get(t)
+            if st is None:
+                st = lvl[t] = TargetStats()
+            st.add(rec)
+            self._interval[t].add(rec)
+            self._lines.append(rec.to_json())
+        for fn in self.listeners:
+            fn(rec)
+
+    def cpu_percent(self) -> float | None:
+        try:
+            import psutil
+
+            if not hasattr(self, "_proc"):
+                self._proc = psutil.Process()
+                self._proc.cpu_percent(None)
+            return float(self._proc.cpu_percent(None))
+        except Exception:  # noqa: BLE001 - CPU figures are best effort
+            return None
+
+    def drain(self) -> dict[str, Any]:
+        """Take everything measured since the last drain (and reset it)."""
+        with self._lock:
+            levels, self._levels = self._levels, {}
+            interval, self._interval = self._interval, {t: TargetStats() for t in self.targets}
+            lines, self._lines = self._lines, []
+            lag, self.loop_lag = self.loop_lag, Histogram()
+            dropped, self.dropped = self.dropped, dict.fromkeys(self.targets, 0)
+            delayed, self.delayed = self.delayed, dict.fromkeys(self.targets, 0)
+        return {
+            "worker": self.worker,
+            "levels": [[ph, lv, {t: s.to_wire() for t, s in d.items()}] for (ph, lv), d in levels.items()],
+            "interval": {t: s.to_wire() for t, s in interval.items() if s.requests},
+            "lines": lines,
+            "in_flight": dict(self.in_flight),
+            "users": dict(self.users),
+            "sent": dict(self.sent),
+            "dropped": dropped,
+            "delayed": delayed,
+            "loop_lag": lag.to_wire(),
+            "cpu": self.cpu_percent(),
+            "t": time.time(),
+        }
+
+
+class Aggregator:
+    """Merges collector deltas from one or many processes."""
+
+    def __init__(self, targets: list[str]) -> None:
+        self.targets = targets
+        self.level_order: list[tuple[str, str]] = []
+        self.levels: dict[tuple[str, str], dict[str, TargetStats]] = {}
+        self.interval: dict[str, TargetStats] = {t: TargetStats() for t in targets}
+        self.in_flight: dict[str, dict[str, int]] = {}  # worker -> target -> n
+        self.users: dict[str, dict[str, int]] = {}
+        self.sent: dict[str, dict[str, int]] = {}
+        self.dropped: dict[str, int] = dict.fromkeys(targets, 0)
+        self.delayed: dict[str, int] = dict.fromkeys(targets, 0)
+        self.loop_lag = Histogram()
+        self.interval_lag = Histogram()
+        self.last_seen: dict[str, float] = {}
+        self.line_sinks: list[Callable[[list[dict[str, Any]]], None]] = []
+        self.lines_total = 0
+        self.completed_by_worker: dict[str, dict[str, int]] = {}
+        self.cpu: dict[str, float] = {}
+
+    def merge(self, delta: dict[str, Any]) -> None:
+        w = delta["worker"]
+        self.last_seen[w] = time.time()
+        for ph, lv, d in delta["levels"]:
+            key = (ph, lv)
+            if key not in self.levels:
+                self.levels[key] = {}
+                self.level_order.append(key)
+            for t, wire in d.items():
+                self.levels[key].setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
+        for t, wire in delta["interval"].items():
+            self.interval.setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
+        self.in_flight[w] = delta["in_flight"]
+        self.users[w] = delta["users"]
+        self.sent[w] = delta["sent"]
+        for t, n in delta.get("dropped", {}).items():
+            self.dropped[t] = self.dropped.get(t, 0) + n
+        for t, n in delta.get("delayed", {}).items():
+            self.delayed[t] = self.delayed.get(t, 0) + n
+        lag = Histogram.from_wire(delta["loop_lag"])
+        self.loop_lag.merge(lag)
+        self.interval_lag.merge(lag)
+        if delta.get("cpu") is not None:
+            self.cpu[w] = float(delta["cpu"])
+        lines = delta["lines"]
+        if lines:
+            self.lines_total += len(lines)
+            done = self.completed_by_worker.setdefault(w, {})
+            for line in lines:
+                done[line["target"]] = done.get(line["target"], 0) + 1
+            for sink in self.line_sinks:
+                sink(lines)
+
+    def forget_worker(self, worker: str) -> None:
+        """A lost worker's streams are no longer in flight, nor waited for."""
+        self.in_flight.pop(worker, None)
+        self.users.pop(worker, None)
+        self.cpu.pop(worker, None)
+        sent = self.sent.pop(worker, None) or {}
+        done = self.completed_by_worker.get(worker, {})
+        self.lost_unaccounted = getattr(self, "lost_unaccounted", 0) + sum(
+            max(0, n - done.get(t, 0)) for t, n in sent.items()
+        )
+
+    def completed_by(self, worker: str, target: str) -> int:
+        return self.completed_by_worker.get(worker, {}).get(target, 0)
+
+    def worker_cpu(self) -> list[float]:
+        return list(self.cpu.values())
+
+    def take_interval(self) -> tuple[dict[str, TargetStats], Histogram]:
+        iv, self.interval = self.interval, {t: TargetStats() for t in self.targets}
+        lag, self.interval_lag = self.interval_lag, Histogram()
+        return iv, lag
+
+    def total_in_flight(self, target: str) -> int:
+        return sum(d.get(target, 0) for d in self.in_flight.values())
+
+    def total_users(self, target: str) -> int:
+        return sum(d.get(target, 0) for d in self.users.values())
+
+    def total_sent(self, target: str) -> int:
+        """Requests sent by the workers still reporting (a lost worker's are no longer awaited)."""
+        return sum(d.get(target, 0) for d in self.sent.values())
+
+    def completed_live(self, target: str) -> int:
+        return sum(d.get(target, 0) for w, d in self.completed_by_worker.items() if w in self.sent)
+
+    def window(self, exclude_warmup: bool = True) -> dict[str, TargetStats]:
+        out = {t: TargetStats() for t in self.targets}
+        for (_, lv), d in self.levels.items():
+            if exclude_warmup and lv == WARMUP:
+                continue
+            for t, st in d.items():
+                out.setdefault(t, TargetStats()).merge(st)
+        return out
+
+    def completed(self, target: str) -> int:
+        return sum(d[target].requests for d in self.levels.values() if target in d)
+
+    def failed(self) -> int:
+        return sum(st.failures for d in self.levels.values() for st in d.values())

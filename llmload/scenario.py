@@ -1,0 +1,274 @@
+"""Scenario files: YAML -> validated, typed model.
+
+Every error names the file, the line and the field, in one line, and maps to
+exit code 2 (``InputError``). Unknown keys are rejected, so a typo never passes
+silently. See README "Scenario reference" for every field.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from llmload.load.executors import Phase, phases_from_shorthand
+from llmload.load.lengths import Length
+from llmload.yamlsrc import InputError, apply_overrides, dotted, line_for, load_yaml, parse_yaml
+
+TARGET_KINDS = ("vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim")
+_DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+SECRET_KEYS = re.compile(r"(authorization|api[-_]?key|token|secret|password|cookie)", re.I)
+
+
+def parse_duration(v: Any) -> float:
+    """30 -> 30.0; "30s", "2m", "1h", "250ms" -> seconds."""
+    if isinstance(v, bool):
+        raise ValueError("expected a duration such as 30s, 2m or 1h")
+    if isinstance(v, int | float):
+        if v < 0:
+            raise ValueError("duration must not be negative")
+        return float(v)
+    if isinstance(v, str):
+        m = _DUR.match(v)
+        if m:
+            n = float(m.group(1))
+            return n * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[m.group(2)]
+    raise ValueError(f"expected a duration such as 30s, 2m or 1h, got {v!r}")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SimSpec(Strict):
+    """How llmload starts a simulated engine for a target of kind `sim`."""
+
+    profile: str | dict[str, Any] = Field(description="profile name (llmload sim --list-profiles) or inline profile")
+    dialect: Literal["vllm", "aphrodite"] | None = Field(None, description="override the profile's dialect")
+    seed: int | None = Field(None, description="simulator seed (default: the workload seed)")
+
+
+class Target(Strict):
+    name: str = Field(description="unique name; used in results, metrics and reports")
+    kind: Literal["vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim"] = Field(
+        description="engine kind (wire quirks, metric dialect)"
+    )
+    base_url: str | None = Field(None, description="http://host:port of the OpenAI-compatible server")
+    model: str | None = Field(None, description="served model name (must match /v1/models)")
+    api: Literal["chat", "completions"] = "chat"
+    api_key_env: str | None = Field(None, description="environment variable holding the API key")
+    headers: dict[str, str] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="engine-specific request fields")
+    metrics_url: str | None = Field(None, description="engine /metrics URL (scraped during the run)")
+    gpu_metrics_url: str | None = Field(None, description="DCGM-exporter text URL (scraped during the run)")
+    labels: dict[str, str] = Field(default_factory=dict)
+    cost_per_hour: float | None = Field(None, ge=0)
+    sim: SimSpec | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
+            raise ValueError("use letters, digits, '_', '.', '-' (max 64), starting with a letter or digit")
+        return v
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): str(x) for k, x in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _need_url(self) -> Target:
+        if self.kind == "sim":
+            if self.base_url is None and self.sim is None:
+                raise ValueError("a sim target needs `sim: {profile: ...}` (llmload starts it) or a base_url")
+        elif self.base_url is None:
+            raise ValueError("base_url is required (only kind sim can be started by llmload)")
+        if self.base_url is not None and not re.match(r"^https?://", self.base_url):
+            raise ValueError("base_url must start with http:// or https://")
+        if self.kind != "sim" and self.sim is not None:
+            raise ValueError("`sim:` is only valid for kind sim")
+        return self
+
+
+class Workload(Strict):
+    kind: Literal["synthetic", "jsonl", "sharegpt", "prefix", "multiturn"] = "synthetic"
+    seed: int = 42
+    input_tokens: Length = Field(128, description="prompt length in tokens (approximated by words)")
+    output_tokens: Length = Field(256, description="max_tokens per request")
+    temperature: float | None = 0.0
+    ignore_eos: bool = True
+    min_tokens: int | None = Field(None, ge=0)
+    prompts: list[str] | None = Field(None, description="explicit prompts, used in order (cyclically)")
+    system_prompt: str | None = None
+    path: str | None = Field(None, description="dataset file (jsonl, sharegpt)")
+    tokenizer: str | None = Field(None, description="local tokenizer.json for exact token counts")
+    prefix_groups: int = Field(4, ge=1, description="prefix workload: number of distinct long prefixes")
+    prefix_tokens: int = Field(1024, ge=1, description="prefix workload: tokens in each shared prefix")
+    turns: Length = Field(3, description="multiturn workload: turns per session")
+    think_time: Duration = Field(0.0, description="multiturn workload: pause between turns")
+
+    @model_validator(mode="after")
+    def _check(self) -> Workload:
+        if self.kind in ("jsonl", "sharegpt") and not self.path:
+            raise ValueError(f"workload kind {self.kind} needs `path`")
+        return self
+
+
+class Client(Strict):
+    connect_timeout: Duration = 10.0
+    read_timeout: Duration = 120.0
+    request_timeout: Duration = 600.0
+    report_interval: Duration = 2.0
+    loop_lag_threshold_ms: float = Field(25.0, gt=0, description="loop-lag p99 above this marks the run unreliable")
+    cpu_threshold_percent: float = Field(90.0, gt=0, le=100)
+
+
+class Load(Strict):
+    users: int | None = Field(None, ge=1, description="concurrent streams per target (constant-vus shorthand)")
+    spawn_rate: float | None = Field(None, gt=0, description="users started per second (shorthand)")
+    duration: Duration | None = Field(None, description="shorthand phase duration")
+    max_requests: int | None = Field(None, ge=1, description="stop each target after this many requests")
+    warmup: Duration = Field(0.0, description="excluded from the figures at the start of the run")
+    stop_grace: Duration = Field(60.0, description="in-flight streams may finish this long after the end")
+    mode: Literal["parallel", "sequential"] = "parallel"
+    stop_on_failures: int | None = Field(None, ge=1, description="stop when this many requests have failed")
+    stop_on_failure_ratio: float | None = Field(None, gt=0, le=1, description="stop above this failure ratio")
+    phases: list[Phase] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shorthand(self) -> Load:
+        short = self.users is not None or self.duration is not None
+        if short and self.phases:
+            raise ValueError("give either users/duration (one constant-vus phase) or phases, not both")
+        if not self.phases:
+            self.phases = phases_from_shorthand(self.users or 1, self.spawn_rate, self.duration, self.max_requests)
+            # The shorthand now lives in the phase; clearing it keeps a dumped scenario re-loadable.
+            self.users = self.spawn_rate = self.duration = self.max_requests = None
+        return self
+
+
+class Output(Strict):
+    dir: str = Field("results", description="parent folder of the run's results directory")
+
+
+class Scenario(Strict):
+    name: str = "scenario"
+    description: str = ""
+    targets: list[Target] = Field(min_length=1)
+    workload: Workload = Field(default_factory=Workload)
+    load: Load = Field(default_factory=Load)
+    client: Client = Field(default_factory=Client)
+    slo: dict[str, Any] | None = None
+    influx: dict[str, Any] | None = None
+    output: Output = Field(default_factory=Output)
+    source: str = Field("", exclude=True)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Scenario:
+        seen: set[str] = set()
+        for t in self.targets:
+            if t.name in seen:
+                raise ValueError(f"target name {t.name!r} is used twice")
+            seen.add(t.name)
+        return self
+
+    def target(self, name: str) -> Target:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The scenario as data with secrets removed (for results and reports)."""
+        return redact(self.model_dump(mode="json"))
+
+
+def redact(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if isinstance(k, str) and SECRET_KEYS.search(k) and not k.endswith("_env") and isinstance(v, str):
+                out[k] = "***"
+            else:
+                out[k] = redact(v)
+        return out
+    if isinstance(obj, list):
+        return [redact(x) for x in obj]
+    return obj
+
+
+def _validate_sections(sc: Scenario) -> None:
+    """Validate sections owned by other modules (SLOs, InfluxDB) with their own models."""
+    if sc.slo is not None:
+        from llmload.report.slo import SloSpec
+
+        SloSpec.model_validate(sc.slo)
+    if sc.influx is not None:
+        from llmload.sinks.influx_config import InfluxConfig
+
+        InfluxConfig.model_validate(sc.influx)
+
+
+def validate_data(data: Any, lines: dict, source: str) -> Scenario:
+    if not isinstance(data, dict):
+        raise InputError(f"{source}:1: the scenario must be a mapping with at least `targets`")
+    try:
+        sc = Scenario.model_validate(data)
+        sc.source = source
+        _validate_sections(sc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
+        if sc_section := _section_for(e, data):
+            loc = (sc_section, *loc)
+        loc = _strip_union_noise(loc)
+        line = line_for(lines, loc)
+        where = f"{source}:{line}" if line else source
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "required field is missing"
+        elif err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "literal_error":
+            msg = f"{msg}, got {err.get('input')!r}"
+        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise InputError(f"{where}: {dotted(loc)}: {msg}{more}") from None
+    return sc
+
+
+def _section_for(e: ValidationError, data: dict) -> str | None:
+    title = e.title
+    if title == "SloSpec":
+        return "slo"
+    if title == "InfluxConfig":
+        return "influx"
+    return None
+
+
+def _strip_union_noise(loc: tuple) -> tuple:
+    # pydantic puts the union member's type name in loc ("int", "LengthDist", ...): drop those.
+    noise = {"int", "float", "str", "dict[str,any]", "list[str]"}
+    return tuple(x for x in loc if not (isinstance(x, str) and (x in noise or x[:1].isupper())))
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    data, lines = load_yaml(path)
+    if overrides:
+        data = apply_overrides(copy.deepcopy(data) if data is not None else {}, overrides, "--set")
+    return validate_data(data, lines, str(path))
+
+
+def parse_scenario(text: str, source: str = "<string>", overrides: list[str] | None = None) -> Scenario:
+    data, lines = parse_yaml(text, source)
+    if overrides:
+        data = apply_overrides(data if data is not None else {}, overrides, "--set")
+    return validate_data(data, lines, source)

@@ -1,0 +1,59 @@
+"""The results directory: summary.json, requests.jsonl, timeseries.jsonl, events.jsonl.
+
+Lines are appended as they arrive and flushed at every interval, so a run that
+dies still leaves every request it measured on disk. Schema: docs/results.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+
+class ResultsWriter:
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._requests: TextIO = open(self.dir / "requests.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        self._timeseries: TextIO = open(self.dir / "timeseries.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        self._events: TextIO = open(self.dir / "events.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        self._telemetry: TextIO | None = None
+        self.request_lines = 0
+
+    def requests(self, lines: list[dict[str, Any]]) -> None:
+        self._requests.write("".join(orjson.dumps(x).decode() + "\n" for x in lines))
+        self.request_lines += len(lines)
+
+    def timeseries(self, row: dict[str, Any]) -> None:
+        self._timeseries.write(orjson.dumps(row).decode() + "\n")
+
+    def telemetry(self, rows: list[dict[str, Any]]) -> None:
+        if self._telemetry is None:
+            self._telemetry = open(self.dir / "telemetry.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        self._telemetry.write("".join(orjson.dumps(x).decode() + "\n" for x in rows))
+
+    def event(self, kind: str, text: str, t: float | None = None, **extra: Any) -> None:
+        row = {"t": t if t is not None else time.time(), "kind": kind, "text": text, **extra}
+        self._events.write(orjson.dumps(row).decode() + "\n")
+        self._events.flush()
+
+    def flush(self) -> None:
+        for f in (self._requests, self._timeseries, self._events, self._telemetry):
+            if f is not None:
+                f.flush()
+
+    def summary(self, data: dict[str, Any]) -> Path:
+        path = self.dir / "summary.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    def close(self) -> None:
+        for f in (self._requests, self._timeseries, self._events, self._telemetry):
+            if f is not None:
+                f.close()

@@ -1,0 +1,93 @@
+"""Terminal output: one live progress line per interval, and the final per-target table."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+
+def _f(v: Any, nd: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.{nd}f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def progress_line(elapsed: float, rows: dict[str, dict[str, Any]]) -> str:
+    parts = [f"[{elapsed:6.1f}s]"]
+    for name, r in rows.items():
+        parts.append(
+            f"{name}: {r['requests_total']} req, {r['in_flight']} in flight, "
+            f"{_f(r['output_tok_s'], 0)} tok/s, TTFT p50 {_f(r['ttft_p50_ms'])} ms"
+        )
+    return "  ".join(parts)
+
+
+COLUMNS = [
+    ("target", None),
+    ("requests", None),
+    ("failed", None),
+    ("TTFT p50", "ms"),
+    ("TTFT p99", "ms"),
+    ("ITL p50", "ms"),
+    ("ITL p99", "ms"),
+    ("TPOT p50", "ms"),
+    ("E2E p99", "ms"),
+    ("out tok/s", None),
+    ("req/s", None),
+]
+
+
+def summary_rows(summary: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for name, t in summary["targets"].items():
+        lat = t["latency_ms"]
+        fails = {k: v for k, v in t["requests"]["by_class"].items() if k != "ok" and v}
+        failed = str(t["requests"]["failed"])
+        if fails:
+            failed += " (" + ", ".join(f"{k} {v}" for k, v in sorted(fails.items())) + ")"
+        rows.append(
+            [
+                name,
+                str(t["requests"]["sent"]),
+                failed,
+                _f(lat["ttft"]["p50"]),
+                _f(lat["ttft"]["p99"]),
+                _f(lat["itl"]["p50"], 2),
+                _f(lat["itl"]["p99"], 2),
+                _f(lat["tpot"]["p50"], 2),
+                _f(lat["e2e"]["p99"], 0),
+                _f(t["throughput"]["output_tok_s"], 0),
+                _f(t["throughput"]["req_s"], 2),
+            ]
+        )
+    return rows
+
+
+def render_table(summary: dict[str, Any]) -> str:
+    head = [c if u is None else f"{c} ({u})" for c, u in COLUMNS]
+    rows = summary_rows(summary)
+    widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
+    lines = []
+    fmt = ["<"] + [">"] * (len(head) - 1)
+    lines.append("  ".join(f"{h:{a}{w}}" for h, a, w in zip(head, fmt, widths, strict=True)))
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(f"{c:{a}{w}}" for c, a, w in zip(r, fmt, widths, strict=True)))
+    run = summary["run"]
+    client = run.get("client", {})
+    lag = client.get("loop_lag_ms", {})
+    foot = (
+        f"run {run['run_id']}: status {run['status']}, {run['duration_s']:.1f} s, "
+        f"client loop lag p99 {_f(lag.get('p99'), 2)} ms, CPU max {_f(client.get('cpu_percent', {}).get('max'), 0)}%"
+    )
+    lines.append(foot)
+    for reason in run.get("reasons", []):
+        lines.append(f"  ! {reason}")
+    return "\n".join(lines)
+
+
+def print_table(summary: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    out.write(render_table(summary) + "\n")
+    out.flush()

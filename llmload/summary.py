@@ -1,0 +1,132 @@
+"""Build summary.json (schema llmload.summary/1, docs/results.md) from merged figures."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from llmload import __version__
+from llmload.metrics import TargetStats
+from llmload.runstate import WARMUP, Aggregator
+
+SCHEMA = "llmload.summary/1"
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def target_block(st: TargetStats, *, histograms: bool) -> dict[str, Any]:
+    by_class = dict(st.by_class)
+    window_s = None
+    if st.first_start is not None and st.last_end is not None:
+        window_s = max(1e-9, st.last_end - st.first_start)
+    out: dict[str, Any] = {
+        "requests": {"sent": st.requests, "ok": st.ok, "failed": st.failures, "by_class": by_class},
+        "tokens": {"prompt": st.prompt_tokens, "output": st.output_tokens, "output_approx": st.output_tokens_approx},
+        "latency_ms": st.latency_block(),
+        "throughput": {
+            "output_tok_s": round(st.output_tokens / window_s, 3) if window_s else 0.0,
+            "req_s": round(st.ok / window_s, 4) if window_s else 0.0,
+            "window_s": round(window_s, 3) if window_s else 0.0,
+        },
+    }
+    if histograms:
+        out["histograms"] = {m: h.to_dict() for m, h in st.histograms.items() if h.count}
+    return out
+
+
+def build_summary(
+    *,
+    scenario: Any,
+    agg: Aggregator,
+    run_id: str,
+    started_at: float,
+    ended_at: float,
+    measure_start: float,
+    measure_end: float,
+    mode: str,
+    workers: list[str],
+    status: str,
+    reasons: list[str],
+    client: dict[str, Any],
+    extra_run: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    import locust  # version only; summary is built in the Locust process anyway
+
+    window = agg.window(exclude_warmup=True)
+    everything = agg.window(exclude_warmup=False)
+    targets: dict[str, Any] = {}
+    for t in scenario.targets:
+        st = window.get(t.name) or TargetStats()
+        block = target_block(st, histograms=True)
+        all_st = everything.get(t.name) or TargetStats()
+        # requests.sent counts every request line (warm-up included); by_class too.
+        block["requests"]["sent"] = all_st.requests
+        block["requests"]["ok"] = all_st.ok
+        block["requests"]["failed"] = all_st.failures
+        block["requests"]["by_class"] = dict(all_st.by_class)
+        block["requests"]["in_window"] = st.requests
+        block["requests"]["warmup"] = all_st.requests - st.requests
+        block["requests"]["dropped"] = agg.dropped.get(t.name, 0)
+        block["requests"]["delayed"] = agg.delayed.get(t.name, 0)
+        block["tokens"]["prompt"] = st.prompt_tokens
+        targets[t.name] = {
+            "kind": t.kind,
+            "model": t.model,
+            "base_url": t.base_url,
+            "labels": dict(t.labels),
+            "cost_per_hour": t.cost_per_hour,
+            **block,
+        }
+    levels = []
+    for ph, lv in agg.level_order:
+        if lv == WARMUP:
+            continue
+        d = agg.levels[(ph, lv)]
+        levels.append(
+            {
+                "phase": ph,
+                "level": lv,
+                "value": _level_value(lv),
+                "targets": {t: target_block(s, histograms=False) for t, s in d.items()},
+            }
+        )
+    run: dict[str, Any] = {
+        "run_id": run_id,
+        "scenario_name": scenario.name,
+        "scenario_file": scenario.source,
+        "scenario": scenario.public_dict(),
+        "started_at": iso(started_at),
+        "ended_at": iso(ended_at),
+        "duration_s": round(ended_at - started_at, 3),
+        "measure_start": measure_start,
+        "measure_end": measure_end,
+        "versions": {"llmload": __version__, "locust": locust.__version__, "python": platform.python_version()},
+        "argv": [a for a in sys.argv[1:] if "token" not in a.lower() and "key" not in a.lower()],
+        "mode": mode,
+        "workers": workers,
+        "status": status,
+        "reasons": reasons,
+        "client": client,
+        "slo": scenario.slo,
+    }
+    if extra_run:
+        run.update(extra_run)
+    out: dict[str, Any] = {"schema": SCHEMA, "run": run, "targets": targets}
+    if len(levels) > 1 or any(lv["phase"] != lv["level"] for lv in levels):
+        out["levels"] = levels
+    return out
+
+
+def _level_value(level: str) -> float | None:
+    if "=" in level:
+        try:
+            return float(level.split("=", 1)[1])
+        except ValueError:
+            return None
+    return None

@@ -1,0 +1,141 @@
+"""Target lifecycle: start simulated engines, wait until every target is ready.
+
+Readiness is what real engines need (vLLM and Aphrodite refuse connections while
+loading): /health answers 200, then the configured model appears in /v1/models.
+httpx is fine here (control plane, not the hot path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from llmload.yamlsrc import InputError
+
+
+class TargetNotReady(InputError):
+    """A target did not become ready in time (exit code 2)."""
+
+
+@dataclass
+class SimProcess:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass
+class Prepared:
+    sims: list[SimProcess] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        for s in self.sims:
+            if s.proc.poll() is None:
+                s.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for s in self.sims:
+            try:
+                s.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                s.proc.kill()
+                s.proc.wait()
+
+
+def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20.0) -> Prepared:
+    """Start one simulator process per sim target that has no base_url."""
+    prepared = Prepared()
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="llmload-sim-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for t in scenario.targets:
+            if t.kind != "sim" or t.base_url is not None or t.sim is None:
+                continue
+            port_file = Path(tempfile.mkdtemp(prefix="llmload-port-")) / "port"
+            cmd = [sys.executable, "-m", "llmload.sim", "--host", "127.0.0.1", "--port", "0"]
+            cmd += ["--port-file", str(port_file)]
+            if isinstance(t.sim.profile, dict):
+                cmd += ["--profile-json", json.dumps(t.sim.profile)]
+            else:
+                cmd += ["--profile", t.sim.profile]
+            if t.model:
+                cmd += ["--model", t.model]
+            if t.sim.dialect:
+                cmd += ["--dialect", t.sim.dialect]
+            seed = t.sim.seed if t.sim.seed is not None else scenario.workload.seed
+            cmd += ["--seed", str(seed)]
+            log_path = log_dir / f"sim-{t.name}.log"
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + timeout_s
+            while not port_file.exists():
+                if proc.poll() is not None:
+                    tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+                    raise TargetNotReady(f"target {t.name}: simulator exited with code {proc.returncode}: {tail[0]}")
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    raise TargetNotReady(f"target {t.name}: simulator did not start within {timeout_s:g} s")
+                time.sleep(0.02)
+            port = int(port_file.read_text().strip())
+            sp = SimProcess(t.name, proc, port, log_path)
+            prepared.sims.append(sp)
+            prepared.overrides.append(f"targets.{t.name}.base_url={sp.base_url}")
+            if not t.metrics_url:
+                prepared.overrides.append(f"targets.{t.name}.metrics_url={sp.base_url}/metrics")
+            if not t.gpu_metrics_url:
+                prepared.overrides.append(f"targets.{t.name}.gpu_metrics_url={sp.base_url}/dcgm/metrics")
+    except BaseException:
+        prepared.stop()
+        raise
+    return prepared
+
+
+def wait_ready(targets: list[Any], timeout_s: float = 60.0, env: dict[str, str] | None = None) -> None:
+    """Wait for /health == 200 and the model in /v1/models, for every target."""
+    env = env if env is not None else dict(os.environ)
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=5.0) as client:
+        for t in targets:
+            base = t.base_url.rstrip("/")
+            headers = {}
+            if t.api_key_env and env.get(t.api_key_env):
+                headers["Authorization"] = f"Bearer {env[t.api_key_env]}"
+            last = "no answer"
+            while True:
+                try:
+                    r = client.get(base + "/health", headers=headers)
+                    if r.status_code == 200 or r.status_code == 404:  # some servers have no /health
+                        m = client.get(base + "/v1/models", headers=headers)
+                        if m.status_code == 200:
+                            ids = [d.get("id") for d in m.json().get("data", []) if isinstance(d, dict)]
+                            if t.model is None or t.model in ids:
+                                if t.model is None and ids:
+                                    t.model = ids[0]
+                                break
+                            last = f"model {t.model!r} not served (served: {', '.join(map(str, ids)) or 'none'})"
+                        else:
+                            last = f"/v1/models answered HTTP {m.status_code}"
+                    else:
+                        last = f"/health answered HTTP {r.status_code}"
+                except httpx.HTTPError as e:
+                    last = f"{type(e).__name__}"
+                except ValueError:
+                    last = "/v1/models did not return JSON"
+                if time.monotonic() > deadline:
+                    raise TargetNotReady(f"target {t.name} ({base}) not ready after {timeout_s:g} s: {last}")
+                time.sleep(0.25)

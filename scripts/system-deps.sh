@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install the system packages the test suite uses, when missing (Debian/Ubuntu, as root or with sudo):
+# InfluxDB 1.x and VictoriaMetrics (telemetry tests), Chromium + driver (browser tests),
+# docker-compose 1.x (offline compose validation). Safe to run repeatedly.
+set -euo pipefail
+need=()
+command -v influxd >/dev/null 2>&1 || need+=(influxdb)
+command -v victoria-metrics >/dev/null 2>&1 || need+=(victoria-metrics)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "system-deps: missing ${need[*]} and not root: install them, or tests that need them will skip (fail when CI=true)" >&2
+    exit 0
+  fi
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "system-deps: no apt-get; install ${need[*]} by hand" >&2
+  exit 0
+fi
+echo "system-deps: installing ${need[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

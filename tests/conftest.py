@@ -1,0 +1,71 @@
+"""Shared fixtures: the scripted SSE server, a gevent transport to it, free ports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def start_port_file_process(cmd: list[str], tmp_path: Path, name: str, timeout_s: float = 20.0):
+    """Start a server that writes its bound port to --port-file; return (proc, port)."""
+    port_file = tmp_path / f"{name}.port"
+    log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen([*cmd, "--port-file", str(port_file)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + timeout_s
+    while not port_file.exists():
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited: {(tmp_path / f'{name}.log').read_text()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"{name} did not start")
+        time.sleep(0.02)
+    return proc, int(port_file.read_text())
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def sse_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a scripted SSE server (tests/sse_server.py) in its own process."""
+    tmp = tmp_path_factory.mktemp("sse")
+    proc, port = start_port_file_process([sys.executable, str(ROOT / "tests" / "sse_server.py")], tmp, "sse")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def sim_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """Two fast simulators (profiles test-fast-a and test-fast-b), one process each."""
+    tmp = tmp_path_factory.mktemp("sims")
+    procs = []
+    urls = []
+    try:
+        for prof in ("test-fast-a", "test-fast-b"):
+            proc, port = start_port_file_process(
+                [sys.executable, "-m", "llmload.sim", "--port", "0", "--profile", prof], tmp, prof
+            )
+            procs.append(proc)
+            urls.append(f"http://127.0.0.1:{port}")
+        yield urls[0], urls[1]
+    finally:
+        for p in procs:
+            stop_process(p)

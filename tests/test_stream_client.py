@@ -1,0 +1,195 @@
+"""The stream client against real streams on a real socket, shaped like each engine sends them.
+
+Each case is sent by tests/sse_server.py verbatim (raw mode): the client reads it
+through the same gevent transport Locust users use.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmload.openai_stream import build_request, stream_request
+from llmload.records import RequestRecord
+from llmload.transport import GeventTransport
+
+
+def ev(obj: dict) -> str:
+    return "data: " + json.dumps(obj) + "\n\n"
+
+
+def content(text: str | None, *, finish: str | None = None, usage: dict | None = None, key: str = "content") -> str:
+    delta = {key: text} if text is not None or key == "content" else {}
+    obj: dict = {"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage is not None:
+        obj["usage"] = usage
+    return ev(obj)
+
+
+def run_raw(base_url: str, frames: list[tuple[float, str]], *, status: int = 200, cut: bool = False, body=None):
+    tr = GeventTransport(base_url)
+    spec: dict = {"mode": "raw", "frames": [[d, t] for d, t in frames], "cut": cut, "status": status}
+    if body is not None:
+        spec["body"] = body
+    req = build_request(api="chat", model="m", prompt="hi", max_tokens=16, extra_body={"llmload_test": spec})
+    rec = stream_request(tr, req, RequestRecord(target="t"))
+    tr.close()
+    return rec
+
+
+def vllm_frames(n: int = 4) -> list[tuple[float, str]]:
+    frames = [(5, ev({"id": "a", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))]
+    for i in range(n):
+        frames.append((10, content(f" w{i}", finish="length" if i == n - 1 else None)))
+    frames.append((1, ev({"id": "a", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": n}})))
+    frames.append((1, "data: [DONE]\n\n"))
+    return frames
+
+
+def test_vllm_shape_role_chunk_final_usage(sse_server: str) -> None:
+    rec = run_raw(sse_server, vllm_frames(4))
+    assert rec.status == "ok", rec.error
+    assert rec.output_tokens == 4 and not rec.output_tokens_approx
+    assert rec.prompt_tokens == 7
+    assert rec.chunks == 4 and len(rec.itl_s) == 3
+    # the role-only first chunk is not the first token: TTFT covers the 5 ms + 10 ms before " w0"
+    assert rec.ttft_s is not None and rec.ttft_s >= 0.014
+    assert all(g >= 0.008 for g in rec.itl_s)
+    assert rec.finish_reason == "length"
+    assert rec.itl_tokens == []  # usage only at the end: tokens per chunk unknown
+
+
+def test_aphrodite_usage_on_every_chunk_and_multi_token_chunks(sse_server: str) -> None:
+    frames = [(5, content("", usage={"prompt_tokens": 9, "completion_tokens": 0}))]
+    done = 0
+    for i, k in enumerate([1, 3, 2, 1]):  # chunks carrying 1, 3, 2, 1 tokens (merged deltas)
+        done += k
+        frames.append((10, content(" x" * k, finish="length" if i == 3 else None, usage={"completion_tokens": done})))
+    frames.append((1, "data: [DONE]\n\n"))
+    rec = run_raw(sse_server, frames)
+    assert rec.status == "ok", rec.error
+    assert rec.output_tokens == 7
+    assert rec.itl_tokens == [3, 2, 1]  # token-normalised ITL is possible
+
+
+def test_tgi_no_role_chunk_keepalive_comments_usage_with_empty_id(sse_server: str) -> None:
+    frames = [
+        (5, ": keep-alive\n\n"),
+        (5, content("Hello")),
+        (5, ":\n\n"),
+        (5, content(" world", finish="stop")),
+        (1, ev({"id": "", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})),
+        (1, "data: [DONE]\n\n"),
+    ]
+    rec = run_raw(sse_server, frames)
+    assert rec.status == "ok" and rec.output_tokens == 2 and rec.chunks == 2
+
+
+def test_llamacpp_content_null_and_no_space_after_data(sse_server: str) -> None:
+    frames = [
+        (5, 'data:{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}\n\n'),
+        (5, 'data:{"choices":[{"index":0,"delta":{"content":"A"}}]}\n\n'),
+        (5, 'data:{"choices":[{"index":0,"delta":{"content":"B"},"finish_reason":"stop"}],"timings":{"n":2}}\n\n'),
+        (1, "data: [DONE]\n\n"),
+    ]
+    rec = run_raw(sse_server, frames)
+    assert rec.status == "ok"
+    assert rec.output_tokens == 2 and rec.output_tokens_approx  # no usage: counted from chunks, flagged
+
+
+def test_reasoning_fields_count_as_text(sse_server: str) -> None:
+    frames = [
+        (5, content("think", key="reasoning_content")),
+        (5, content("more", key="reasoning")),
+        (5, content("answer", finish="stop")),
+        (1, "data: [DONE]\n\n"),
+    ]
+    rec = run_raw(sse_server, frames)
+    assert rec.status == "ok" and rec.chunks == 3
+    assert rec.ttft_s is not None and rec.ttft_s < 0.009 + 0.05
+
+
+@pytest.mark.parametrize(
+    "err_frame,message",
+    [
+        (ev({"error": {"message": "aborted by engine", "type": "InternalServerError", "code": 500}}), "aborted by engine"),
+        (ev({"object": "error", "message": "old flat error", "code": 500}), "old flat error"),
+        ("error: {\"message\":\"llama.cpp error\"}\n\n", "llama.cpp error"),
+    ],
+)
+def test_error_after_http_200_is_a_stream_error(sse_server: str, err_frame: str, message: str) -> None:
+    frames = [(5, content("a")), (5, err_frame), (1, "data: [DONE]\n\n")]
+    rec = run_raw(sse_server, frames)
+    assert rec.http_status == 200
+    assert rec.status == "stream_error"
+    assert rec.error and message in rec.error
+
+
+def test_cut_stream_is_truncated_not_success(sse_server: str) -> None:
+    rec = run_raw(sse_server, [(5, content("a")), (5, content("b"))], cut=True)
+    assert rec.status == "truncated"
+    assert rec.chunks == 2
+
+
+def test_missing_done_without_finish_reason_is_truncated(sse_server: str) -> None:
+    rec = run_raw(sse_server, [(5, content("a")), (5, content("b"))])
+    assert rec.status == "truncated"
+
+
+def test_missing_done_with_finish_reason_is_ok(sse_server: str) -> None:
+    rec = run_raw(sse_server, [(5, content("a")), (5, content("b", finish="stop"))])
+    assert rec.status == "ok"
+
+
+def test_empty_stream_and_malformed_line(sse_server: str) -> None:
+    empty = run_raw(sse_server, [(5, content("")), (1, content(None, finish="stop")), (1, "data: [DONE]\n\n")])
+    assert empty.status == "empty"
+    bad = run_raw(sse_server, [(5, content("a")), (5, "data: {not json\n\n"), (1, "data: [DONE]\n\n")])
+    assert bad.status == "malformed"
+
+
+@pytest.mark.parametrize("status,cls", [(400, "http_4xx"), (404, "http_4xx"), (429, "http_429"), (503, "http_5xx")])
+def test_http_errors_are_classified_with_the_engine_message(sse_server: str, status: int, cls: str) -> None:
+    rec = run_raw(sse_server, [], status=status, body={"object": "error", "message": f"engine says {status}"})
+    assert rec.status == cls and rec.http_status == status
+    assert f"engine says {status}" in (rec.error or "")
+
+
+def test_connect_failure() -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    tr = GeventTransport(f"http://127.0.0.1:{port}")
+    req = build_request(api="chat", model="m", prompt="hi", max_tokens=4)
+    rec = stream_request(tr, req, RequestRecord(target="t"))
+    assert rec.status == "connect"
+
+
+def test_completions_api_and_keepalive_connection_reuse(sse_server: str) -> None:
+    tr = GeventTransport(sse_server)
+    frames = [(2, ev({"choices": [{"index": 0, "text": "x", "finish_reason": None}]})),
+              (2, ev({"choices": [{"index": 0, "text": "y", "finish_reason": "length"}]})),
+              (1, "data: [DONE]\n\n")]
+    spec = {"mode": "raw", "frames": [[d, t] for d, t in frames]}
+    req = build_request(api="completions", model="m", prompt="hi", max_tokens=2, extra_body={"llmload_test": spec})
+    assert req.path == "/v1/completions" and b'"prompt":"hi"' in req.body
+    recs = [stream_request(tr, req, RequestRecord(target="t")) for _ in range(5)]
+    assert [r.status for r in recs] == ["ok"] * 5
+    assert all(r.chunks == 2 for r in recs)
+
+
+def test_request_body_asks_for_usage_and_controls_length() -> None:
+    req = build_request(
+        api="chat", model="m", prompt="hi", max_tokens=64, temperature=0.0, ignore_eos=True, min_tokens=64,
+        extra_body={"min_p": 0.1}, api_key="sk-secret",
+    )
+    body = json.loads(req.body)
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 64 and body["ignore_eos"] is True and body["min_tokens"] == 64
+    assert body["min_p"] == 0.1 and body["temperature"] == 0.0
+    assert req.headers["Authorization"] == "Bearer sk-secret"
+    assert "sk-secret" not in req.body.decode()
