@@ -17,6 +17,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 from pydantic import ValidationError
 
@@ -70,8 +71,9 @@ def _config_for(ns: argparse.Namespace, spool_dir: Path) -> InfluxConfig:
     return config
 
 
-def replay(spool_dir: Path, config: InfluxConfig, out=sys.stdout) -> int:
+def replay(spool_dir: Path, config: InfluxConfig, out: TextIO | None = None) -> int:
     """Replay every pending file; returns the exit code."""
+    out = sys.stdout if out is None else out
     writer = InfluxWriter(config)
     files = pending_files(spool_dir)
     written_points = written_files = 0
