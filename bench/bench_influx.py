@@ -24,7 +24,6 @@ import argparse  # noqa: E402
 import gc  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
