@@ -142,7 +142,7 @@ def test_v1_gevent_greenlets_every_request_stored(tmp_path: Path) -> None:
         )
         assert sorted((r["target"], r["count"]) for r in per_target) == [("sim-0", 1500), ("sim-1", 1500)]
         assert {r["worker"] for r in per_target} == {"w0"} and {r["run_id"] for r in per_target} == {"it-run"}
-        intervals = influx.query("SELECT \"requests\", \"users\", ttft_p50_ms FROM llm_interval", db="llmload")
+        intervals = influx.query('SELECT "requests", "users", ttft_p50_ms FROM llm_interval', db="llmload")
         assert len(intervals) == stats["intervals"] == 10
         assert all(r["requests"] == 3 and r["users"] == 20 for r in intervals)
         events = influx.query("SELECT title, text, kind FROM llm_event", db="llmload")
