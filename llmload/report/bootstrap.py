@@ -3,11 +3,12 @@
 Paired: one set of resampled positions is applied to both samples (they are aligned, e.g. the
 same workload item sent to two targets), so what is shared between the two cancels out.
 Unpaired: each sample is resampled on its own. Quantiles use the nearest-rank definition
-(numpy's ``inverted_cdf``), like llmload's histograms. Intervals are bootstrap percentile intervals.
+(numpy's ``inverted_cdf``, computed with ``np.partition``), like llmload's histograms. Intervals are bootstrap percentile intervals.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -19,11 +20,12 @@ Stat = Callable[[np.ndarray], np.ndarray]  # (resamples, n) -> (k, resamples)
 
 
 def quantile_stat(qs: Sequence[float]) -> Stat:
-    """Nearest-rank quantiles (qs in percent) of each resample row."""
-    probs = np.asarray(qs, dtype=float) / 100.0
+    """Nearest-rank quantiles (qs in percent) of each resample row (np.partition: O(n) per row)."""
 
     def stat(m: np.ndarray) -> np.ndarray:
-        return np.atleast_2d(np.quantile(m, probs, axis=1, method="inverted_cdf"))
+        n = m.shape[1]
+        ks = [min(n, max(1, math.ceil(q / 100.0 * n - 1e-9))) - 1 for q in qs]
+        return np.partition(m, ks, axis=1)[:, ks].T
 
     return stat
 
@@ -37,24 +39,31 @@ def diff_ci(
     base: np.ndarray,
     cand: np.ndarray,
     stat: Stat,
+    cand_stat: Stat | None = None,
     *,
     paired: bool,
     resamples: int,
     confidence: float,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bootstrap percentile interval of stat(cand) - stat(base); returns (low, high), each shape (k,)."""
+    """Bootstrap percentile interval of cand_stat(cand) - stat(base); returns (low, high), each shape (k,).
+
+    Samples are 1-D, or 2-D with one row per observation (resampling picks whole rows).
+    ``cand_stat`` defaults to ``stat``.
+    """
+    cand_stat = cand_stat or stat
     if paired and len(base) != len(cand):
         raise ValueError("paired samples must have the same length")
     n_b, n_c = len(base), len(cand)
-    step = max(1, MAX_CELLS // max(n_b, n_c, 1))
+    width = 1 if base.ndim == 1 else base.shape[1]
+    step = max(1, MAX_CELLS // (max(n_b, n_c, 1) * width))
     diffs: list[np.ndarray] = []
     done = 0
     while done < resamples:
         k = min(step, resamples - done)
         idx_b = rng.integers(0, n_b, size=(k, n_b))
         idx_c = idx_b if paired else rng.integers(0, n_c, size=(k, n_c))
-        diffs.append(stat(cand[idx_c]) - stat(base[idx_b]))
+        diffs.append(cand_stat(cand[idx_c]) - stat(base[idx_b]))
         done += k
     d = np.concatenate(diffs, axis=1)
     alpha = 1.0 - confidence
@@ -62,12 +71,10 @@ def diff_ci(
     return lo, hi
 
 
-def mean_stat(m: np.ndarray) -> np.ndarray:
-    return np.atleast_2d(m.mean(axis=1))
+def ratio_stat(scale: float) -> Stat:
+    """scale x sum(column 0) / sum(column 1) of each resample of (n, 2) rows."""
 
-
-def sum_stat(scale: float) -> Stat:
     def stat(m: np.ndarray) -> np.ndarray:
-        return np.atleast_2d(m.sum(axis=1) * scale)
+        return np.atleast_2d(scale * m[..., 0].sum(axis=-1) / m[..., 1].sum(axis=-1))
 
     return stat

@@ -153,7 +153,9 @@ def sweep(run: RunData) -> Chart | None:
                 )
     if not fig.data:
         return None
-    _layout(fig, "Sweep: latency against output throughput per level", "output tok/s", "ms", height=420)
+    _layout(fig, "Sweep: latency against output throughput per level", "output tok/s", "ms", height=440)
+    fig.update_layout(margin={"t": 90})
+    fig.update_annotations(yshift=8)
     return Chart(
         "sweep", "Sweep", fig, "each point is one level; where a line turns up is that engine's knee"
     )

@@ -8,10 +8,13 @@ Metrics: TTFT, ITL and E2E at p50 and p99, and output throughput.
 - Pairing: when both sides have unique request indexes (>= 0) and the indexes they share cover
   at least 95% of each side, the comparison is paired by index on the shared indexes (the same
   workload item on both sides); otherwise it is unpaired.
-- Throughput: the mean of ``output_tok_s`` over the timeseries intervals that end inside the
-  measurement window, bootstrapped over intervals (paired by interval time for two targets of one
-  run). With fewer than three intervals: the sum of per-request output tokens over the window
-  length, bootstrapped over requests.
+- Throughput: output tokens of the requests in the window divided by the window length, written
+  as ``concurrency x sum(output_tokens) / sum(e2e)`` where concurrency = ``sum(e2e) / window`` (the
+  mean number of streams in flight, an identity, so the point estimate is exactly tokens/window).
+  Concurrency is set by the load (users or arrival rate) and held fixed; requests are resampled
+  (paired by index like the latencies) so the interval reflects how fast each stream was served.
+  Per-interval timeseries figures are not used: tokens are counted when a request ends, so
+  closed-loop runs show bursts that say nothing about the uncertainty of the total.
 - Verdict per metric: significant when the confidence interval of the difference excludes zero
   AND the relative change exceeds ``threshold_pct``; then better or worse (lower is better for
   latencies, higher for throughput); otherwise "no significant difference".
@@ -19,13 +22,14 @@ Metrics: TTFT, ITL and E2E at p50 and p99, and output throughput.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from llmload.report.bootstrap import diff_ci, mean_stat, point, quantile_stat, sum_stat
+from llmload.report.bootstrap import Stat, diff_ci, point, quantile_stat, ratio_stat
 from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.slo import fmt
 
@@ -177,94 +181,94 @@ def _verdict(
     return BETTER if diff > 0 else WORSE
 
 
-def _by_index(reqs: list[dict[str, Any]], fieldname: str) -> tuple[dict[int, float] | None, list[float]]:
-    vals: list[float] = []
-    by: dict[int, float] | None = {}
+def _by_index(
+    reqs: list[dict[str, Any]], value: Callable[[dict[str, Any]], Any]
+) -> tuple[dict[int, Any] | None, list[Any]]:
+    """Values per request, and the same keyed by request index (None when indexes are unusable)."""
+    vals: list[Any] = []
+    by: dict[int, Any] | None = {}
     for r in reqs:
-        v = r.get(fieldname)
+        v = value(r)
         if v is None:
             continue
-        vals.append(float(v))
+        vals.append(v)
         i = r.get("index")
         if by is not None:
             if not isinstance(i, int) or i < 0 or i in by:
                 by = None
             else:
-                by[i] = float(v)
+                by[i] = v
     return by, vals
 
 
-def _align(
-    a: tuple[dict[int, float] | None, list[float]], b: tuple[dict[int, float] | None, list[float]]
-) -> tuple[np.ndarray, np.ndarray, bool]:
+def _align(a: tuple[dict[int, Any] | None, list[Any]], b: tuple[dict[int, Any] | None, list[Any]]) -> _Pair:
     (ia, va), (ib, vb) = a, b
     if ia and ib:
         common = sorted(ia.keys() & ib.keys())
-        if (
-            len(common) >= PAIR_COVERAGE * len(ia)
-            and len(common) >= PAIR_COVERAGE * len(ib)
-            and len(common) >= 2
-        ):
-            return np.array([ia[i] for i in common]), np.array([ib[i] for i in common]), True
-    return np.asarray(va, dtype=float), np.asarray(vb, dtype=float), False
+        if len(common) >= PAIR_COVERAGE * max(len(ia), len(ib)) and len(common) >= 2:
+            return _Pair(
+                np.array([ia[i] for i in common], float), np.array([ib[i] for i in common], float), True
+            )
+    return _Pair(np.asarray(va, dtype=float), np.asarray(vb, dtype=float), False)
+
+
+@dataclass
+class _Pair:
+    base: np.ndarray
+    cand: np.ndarray
+    paired: bool
 
 
 def _diff(
     bt: str,
     ct: str,
-    metric: str,
+    names: list[str],
     unit: str,
-    base: np.ndarray,
-    cand: np.ndarray,
-    stat: Any,
-    k: int,
-    paired: bool,
+    pair: _Pair,
+    stats: tuple[Stat, Stat],
     lower_is_better: bool,
     opts: dict[str, Any],
     rng: np.random.Generator,
 ) -> list[MetricDiff]:
-    names = [metric] if k == 1 else [f"{metric}_p{q}" for q in QUANTILES]
+    base, cand, paired = pair.base, pair.cand, pair.paired
     if len(base) < 2 or len(cand) < 2:
         return [
             MetricDiff(bt, ct, n, unit, None, None, None, None, None, None, NA, paired, len(base), len(cand))
             for n in names
         ]
-    pb, pc = point(base, stat), point(cand, stat)
+    pb, pc = point(base, stats[0]), point(cand, stats[1])
     lo, hi = diff_ci(
-        base, cand, stat, paired=paired, resamples=opts["resamples"], confidence=opts["confidence"], rng=rng
+        base,
+        cand,
+        stats[0],
+        stats[1],
+        paired=paired,
+        resamples=opts["resamples"],
+        confidence=opts["confidence"],
+        rng=rng,
     )
     out = []
     for j, n in enumerate(names):
-        b, c = float(pb[j]), float(pc[j])
+        b, c, low, high = float(pb[j]), float(pc[j]), float(lo[j]), float(hi[j])
+        verdict = _verdict(b, c, low, high, opts["threshold_pct"], lower_is_better)
         pct = (c - b) / abs(b) * 100.0 if b else None
         out.append(
-            MetricDiff(
-                bt,
-                ct,
-                n,
-                unit,
-                b,
-                c,
-                c - b,
-                pct,
-                float(lo[j]),
-                float(hi[j]),
-                _verdict(b, c, float(lo[j]), float(hi[j]), opts["threshold_pct"], lower_is_better),
-                paired,
-                len(base),
-                len(cand),
-            )
+            MetricDiff(bt, ct, n, unit, b, c, c - b, pct, low, high, verdict, paired, len(base), len(cand))
         )
     return out
 
 
-def _throughput(run: RunData, target: str) -> tuple[dict[float, float], list[float]]:
-    pts = {
-        float(x["t"]): float(x["output_tok_s"])
-        for x in run.timeseries
-        if x.get("target") == target and x.get("output_tok_s") is not None and "t" in x and run.in_window(x)
-    }
-    return pts, [pts[t] for t in sorted(pts)]
+def _tokens_e2e(r: dict[str, Any]) -> tuple[float, float] | None:
+    e2e = r.get("e2e_ms")
+    return None if e2e is None else (float(r.get("output_tokens") or 0), float(e2e) / 1000.0)
+
+
+def _throughput_stat(pairs: np.ndarray, window_s: float | None) -> Stat | None:
+    """sum(tokens)/window written as concurrency x sum(tokens)/sum(e2e); concurrency held fixed."""
+    if not window_s or len(pairs) == 0 or pairs[:, 1].sum() <= 0:
+        return None
+    concurrency = pairs[:, 1].sum() / window_s
+    return ratio_stat(concurrency)
 
 
 def _compare_pair(
@@ -272,52 +276,22 @@ def _compare_pair(
 ) -> list[MetricDiff]:
     out: list[MetricDiff] = []
     reqs_b, reqs_c = rb.target_requests(bt), rc.target_requests(ct)
+    q = quantile_stat(QUANTILES)
     for metric, fieldname, _ in LATENCIES:
-        base, cand, paired = _align(_by_index(reqs_b, fieldname), _by_index(reqs_c, fieldname))
-        out += _diff(
-            bt,
-            ct,
-            metric,
-            "ms",
-            base,
-            cand,
-            quantile_stat(QUANTILES),
-            len(QUANTILES),
-            paired,
-            True,
-            opts,
-            rng,
+        pair = _align(
+            _by_index(reqs_b, lambda r, f=fieldname: r.get(f)),
+            _by_index(reqs_c, lambda r, f=fieldname: r.get(f)),
         )
-    tb, tc = _throughput(rb, bt), _throughput(rc, ct)
-    if len(tb[1]) >= 3 and len(tc[1]) >= 3:
-        paired = rb is rc and tb[0].keys() == tc[0].keys()
-        base, cand = np.asarray(tb[1]), np.asarray(tc[1])
-        out += _diff(bt, ct, "output_tok_s", "tok/s", base, cand, mean_stat, 1, paired, False, opts, rng)
-    else:
-        wb, wc = rb.window_s(bt), rc.window_s(ct)
-        all_b = [float(r.get("output_tokens") or 0) for r in rb.target_requests(bt, ok_only=False)]
-        all_c = [float(r.get("output_tokens") or 0) for r in rc.target_requests(ct, ok_only=False)]
-        if wb and wc and wb == wc:
-            stat = sum_stat(1.0 / wb)
-            out += _diff(
-                bt,
-                ct,
-                "output_tok_s",
-                "tok/s",
-                np.asarray(all_b),
-                np.asarray(all_c),
-                stat,
-                1,
-                False,
-                False,
-                opts,
-                rng,
-            )
-        elif wb and wc:
-            # different windows: scale each sample so that its sum is its own throughput
-            base = np.asarray(all_b) * len(all_b) / wb
-            cand = np.asarray(all_c) * len(all_c) / wc
-            out += _diff(bt, ct, "output_tok_s", "tok/s", base, cand, mean_stat, 1, False, False, opts, rng)
+        out += _diff(bt, ct, [f"{metric}_p{x}" for x in QUANTILES], "ms", pair, (q, q), True, opts, rng)
+    all_b = rb.target_requests(bt, ok_only=False)
+    all_c = rc.target_requests(ct, ok_only=False)
+    pair = _align(_by_index(all_b, _tokens_e2e), _by_index(all_c, _tokens_e2e))
+    sb = _throughput_stat(pair.base.reshape(-1, 2), rb.window_s(bt))
+    sc = _throughput_stat(pair.cand.reshape(-1, 2), rc.window_s(ct))
+    if sb is None or sc is None:
+        pair = _Pair(np.empty((0, 2)), np.empty((0, 2)), False)
+        sb = sc = ratio_stat(0.0)
+    out += _diff(bt, ct, ["output_tok_s"], "tok/s", pair, (sb, sc), False, opts, rng)
     return out
 
 

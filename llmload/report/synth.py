@@ -176,6 +176,8 @@ def _timeseries(
         b = a + interval_s
         for t in targets:
             rs = recs[t.name]
+            if a >= max(r.start_time + (r.e2e_s or 0) for r in rs):
+                continue  # this target has finished
             done = [r for r in rs if a <= r.start_time + (r.e2e_s or 0) < b]
             ttfts = sorted(r.ttft_s * 1000 for r in done if r.ttft_s is not None)
             itls = sorted(g * 1000 for r in done for g in r.itl_s)
@@ -248,6 +250,10 @@ def _telemetry(targets: list[SynthTarget], ts: list[dict[str, Any]]) -> list[dic
                     }
                 )
     return out
+
+
+def _span(recs: list[RequestRecord]) -> tuple[float, float]:
+    return min(r.start_time for r in recs), max(r.start_time + (r.e2e_s or 0) for r in recs)
 
 
 def _dump_jsonl(path: Path, lines: list[dict[str, Any]]) -> None:
@@ -327,7 +333,7 @@ def write_results_dir(
             },
             "slo": slo,
         },
-        "targets": {t.name: _target_block(t, recs[t.name], window, histograms) for t in targets},
+        "targets": {t.name: _target_block(t, recs[t.name], _span(recs[t.name]), histograms) for t in targets},
     }
     if levels:
         summary["levels"] = []
@@ -335,8 +341,7 @@ def write_results_dir(
             blocks = {}
             for t in targets:
                 chunk = per_level[t.name][li]
-                w = (min(r.start_time for r in chunk), max(r.start_time + (r.e2e_s or 0) for r in chunk))
-                blocks[t.name] = _target_block(t, chunk, w, with_histograms=False)
+                blocks[t.name] = _target_block(t, chunk, _span(chunk), with_histograms=False)
             summary["levels"].append(
                 {"phase": "sweep", "level": lv.level, "value": lv.value, "targets": blocks}
             )

@@ -1,0 +1,122 @@
+"""SLO spec validation, evaluation on runs built to pass and to fail, goodput and sweep verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from llmload.report.results import load_run
+from llmload.report.slo import (
+    SloSpec,
+    best_levels,
+    evaluate_slos,
+    goodput,
+    goodput_by_target,
+    measured_value,
+    request_meets,
+)
+from llmload.report.synth import SynthLevel, SynthTarget, write_results_dir
+
+
+def test_slospec_rejects_unknown_keys_and_out_of_range_values() -> None:
+    with pytest.raises(ValidationError, match="ttft_p95_ms"):
+        SloSpec.model_validate({"ttft_p95_ms": 100})
+    with pytest.raises(ValidationError, match="error_rate"):
+        SloSpec.model_validate({"error_rate": 1.5})
+    with pytest.raises(ValidationError, match="itl_p99_ms"):
+        SloSpec.model_validate({"itl_p99_ms": -1})
+    spec = SloSpec.model_validate({"ttft_p99_ms": 200, "error_rate": 0.01})
+    assert spec.active() == {"ttft_p99_ms": 200.0, "error_rate": 0.01}
+    assert SloSpec().is_empty() and not SloSpec().has_per_request()
+
+
+def _summary(path: Path) -> dict:
+    return json.loads((path / "summary.json").read_text())
+
+
+def test_evaluate_slos_passes_a_run_built_to_pass_and_fails_one_built_to_fail(tmp_path: Path) -> None:
+    fast = SynthTarget("fast", ttft_ms=50, itl_ms=10)
+    slow = SynthTarget("slow", ttft_ms=400, itl_ms=40, failures={"http_5xx": 10})
+    d = write_results_dir(tmp_path / "run", [fast, slow], requests_per_target=100)
+    summary = _summary(d)
+    # thresholds between the two targets' own figures, read from the summary (not hard-coded)
+    lat = {t: summary["targets"][t]["latency_ms"] for t in ("fast", "slow")}
+    mid = lambda m, q: (lat["fast"][m][q] + lat["slow"][m][q]) / 2  # noqa: E731
+    spec = SloSpec(
+        ttft_p99_ms=mid("ttft", "p99"),
+        itl_p99_ms=mid("itl", "p99"),
+        tpot_p50_ms=mid("tpot", "p50"),
+        e2e_p99_ms=mid("e2e", "p99"),
+        error_rate=0.05,
+        min_output_tok_s=1.0,
+    )
+    results = evaluate_slos(summary, spec)
+    assert len(results) == 2 * 6
+    by = {(r.target, r.slo): r for r in results}
+    for key in spec.active():
+        assert by[("fast", key)].passed, by[("fast", key)].describe()
+    for key in ("ttft_p99_ms", "itl_p99_ms", "tpot_p50_ms", "e2e_p99_ms", "error_rate"):
+        assert not by[("slow", key)].passed, by[("slow", key)].describe()
+    assert by[("slow", "error_rate")].measured == pytest.approx(10 / 100)
+    assert by[("slow", "ttft_p99_ms")].measured == lat["slow"]["ttft"]["p99"]
+    assert "missed" in by[("slow", "ttft_p99_ms")].describe()
+
+
+def test_unmeasurable_figure_fails_its_slo() -> None:
+    block = {"requests": {"sent": 5, "ok": 0, "failed": 5}, "latency_ms": {"ttft": {"count": 0, "p99": None}}}
+    assert measured_value(block, "ttft_p99_ms") is None
+    [r] = evaluate_slos({"targets": {"t": block}}, SloSpec(ttft_p99_ms=100))
+    assert not r.passed and "not measured" in r.describe()
+
+
+def test_request_meets_follows_the_documented_goodput_definition() -> None:
+    spec = SloSpec(ttft_p99_ms=100, e2e_p99_ms=1000, tpot_p50_ms=20, itl_p99_ms=50)
+    good = {"status": "ok", "ttft_ms": 90, "e2e_ms": 900, "tpot_ms": 19, "itl_max_ms": 49}
+    assert request_meets(good, spec)
+    for field, bad in (("ttft_ms", 101), ("e2e_ms", 1001), ("tpot_ms", 21), ("itl_max_ms", 51)):
+        assert not request_meets({**good, field: bad}, spec), field
+    assert not request_meets({**good, "status": "timeout"}, spec)
+    # one output token: no TPOT and no gap, nothing to violate for those two
+    assert request_meets({**good, "tpot_ms": None, "itl_max_ms": None}, spec)
+    reqs = [good, {**good, "ttft_ms": 500}, good, {**good, "status": "http_5xx"}]
+    assert goodput(reqs, spec, window_s=2.0) == pytest.approx(2 / 2.0)
+    assert goodput(reqs, SloSpec(error_rate=0.1), window_s=2.0) is None  # no per-request SLO
+
+
+def test_goodput_by_target_counts_requests_in_the_window(tmp_path: Path) -> None:
+    d = write_results_dir(
+        tmp_path / "run", [SynthTarget("a", failures={"timeout": 4})], requests_per_target=80
+    )
+    run = load_run(d)
+    ttft = sorted(r["ttft_ms"] for r in run.requests if r["ttft_ms"] is not None and r["status"] == "ok")
+    threshold = ttft[len(ttft) // 2]  # half of the successful requests meet it
+    gp = goodput_by_target(run, SloSpec(ttft_p99_ms=threshold))["a"]
+    met = sum(1 for r in run.requests if r["status"] == "ok" and r["ttft_ms"] <= threshold)
+    assert met < len(ttft)
+    assert gp == pytest.approx(met / run.window_s("a"))
+    assert goodput_by_target(run, None) == {"a": None}
+
+
+def test_best_level_is_the_highest_sweep_level_that_meets_every_slo(tmp_path: Path) -> None:
+    levels = [SynthLevel(f"c={c}", c, c, slowdown=s) for c, s in ((1, 1.0), (4, 1.5), (16, 3.0), (64, 6.0))]
+    targets = [SynthTarget("steady", ttft_ms=40), SynthTarget("weak", ttft_ms=70)]
+    d = write_results_dir(tmp_path / "sweep", targets, requests_per_target=40, levels=levels)
+    summary = _summary(d)
+    p99 = {
+        (lv["level"], t): lv["targets"][t]["latency_ms"]["ttft"]["p99"]
+        for lv in summary["levels"]
+        for t in ("steady", "weak")
+    }
+    threshold = (p99[("c=16", "steady")] + p99[("c=64", "steady")]) / 2
+    verdicts = best_levels(summary, SloSpec(ttft_p99_ms=threshold))
+    expected = {
+        t: max((lv.value for lv in levels if p99[(lv.level, t)] <= threshold), default=None)
+        for t in ("steady", "weak")
+    }
+    assert verdicts["steady"].best_value == expected["steady"] == 16
+    assert verdicts["weak"].best_value == expected["weak"]
+    assert expected["weak"] is not None and expected["weak"] < 16
+    assert "c=64" in verdicts["steady"].failed_levels
