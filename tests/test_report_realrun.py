@@ -1,0 +1,91 @@
+"""Reports on a real results directory: `llmload run` against the built-in simulator (real
+subprocesses, real HTTP on loopback), then the report layer on what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from llmload.report.cli import report_main
+from llmload.report.compare import NA, compare_targets
+from llmload.report.html import build_html
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "scenarios" / "quickstart.yaml"
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    if not SCENARIO.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{SCENARIO} is missing")
+        pytest.skip(f"{SCENARIO} not there yet")
+    d = tmp_path_factory.mktemp("realrun") / "results"
+    cmd = [
+        sys.executable, "-m", "llmload", "run", str(SCENARIO), "--results", str(d), "--quiet",
+        "--set", "load.duration=4s", "--set", "load.warmup=1s", "--set", "load.users=4",
+        "--set", "workload.output_tokens=32",
+        # an SLO no engine can meet, and one every run meets
+        "--set", "slo.ttft_p99_ms=0.001", "--set", "slo.error_rate=1",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    if not (d / "summary.json").is_file():
+        pytest.fail(f"llmload run wrote no summary.json (rc {proc.returncode}): {proc.stderr[-2000:]}")
+    return d, proc.returncode
+
+
+def test_run_gates_on_the_missed_slo_and_junit_names_it(real_run: tuple[Path, int]) -> None:
+    d, rc = real_run
+    assert rc == 1  # SLO missed
+    summary = json.loads((d / "summary.json").read_text())
+    targets = list(summary["targets"])
+    assert len(targets) >= 2
+    root = ET.parse(d / "junit.xml").getroot()
+    failures = [c for c in root.iter("testcase") if c.find("failure") is not None]
+    assert sorted(c.get("classname", "").rsplit(".", 1)[-1] for c in failures) == sorted(targets)
+    assert all("ttft_p99_ms" in (c.get("name") or "") for c in failures)
+    md = (d / "report.md").read_text()
+    for t in targets:
+        assert f"| {t} |" in md
+
+
+def test_report_on_a_real_run_draws_every_target(real_run: tuple[Path, int], tmp_path: Path) -> None:
+    d, _ = real_run
+    targets = list(json.loads((d / "summary.json").read_text())["targets"])
+    html = build_html(d, tmp_path / "r.html").read_text()
+    charts = dict(re.findall(r'data-chart="([^"]+)" data-traces="(\d+)"', html))
+    for key in ("cdf-ttft", "cdf-itl", "cdf-e2e", "tok-s", "in-flight"):
+        assert int(charts[key]) == len(targets), key
+    assert "client" in charts
+
+
+def test_loosened_slo_passes_on_the_same_run(real_run: tuple[Path, int], tmp_path: Path) -> None:
+    src, _ = real_run
+    d = tmp_path / "copy"
+    d.mkdir()
+    for f in ("summary.json", "requests.jsonl", "timeseries.jsonl", "events.jsonl"):
+        if (src / f).is_file():
+            (d / f).write_bytes((src / f).read_bytes())
+    summary = json.loads((d / "summary.json").read_text())
+    worst = max(b["latency_ms"]["ttft"]["p99"] for b in summary["targets"].values())
+    summary["run"]["slo"] = {"ttft_p99_ms": worst * 2, "error_rate": 0.5}
+    (d / "summary.json").write_text(json.dumps(summary))
+    assert report_main([str(d)]) == 0
+    assert "SLOs **met**" in (d / "report.md").read_text()
+
+
+def test_compare_two_targets_of_a_real_run(real_run: tuple[Path, int]) -> None:
+    d, _ = real_run
+    a, b = list(json.loads((d / "summary.json").read_text())["targets"])[:2]
+    cmp = compare_targets(d, a, b, resamples=300)
+    assert len(cmp.diffs) == 7
+    for diff in cmp.diffs:
+        assert diff.verdict != NA and diff.n_baseline > 0 and diff.n_candidate > 0, diff
+        assert diff.ci_low is not None and diff.ci_high is not None and diff.ci_low <= diff.ci_high
