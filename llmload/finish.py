@@ -45,7 +45,9 @@ def client_health(sc: Any, lag: Histogram, cpu_samples: list[float]) -> dict[str
     }
 
 
-def finalize(conductor: Any, *, allow_worker_loss: bool, write_reports: bool = True) -> tuple[dict[str, Any], int]:
+def finalize(
+    conductor: Any, *, allow_worker_loss: bool, write_reports: bool = True
+) -> tuple[dict[str, Any], int]:
     c = conductor
     sc = c.sc
     agg = c.agg

@@ -164,7 +164,9 @@ def _pname(p: float) -> str:
 class TargetStats:
     """Everything llmload measures for one target over one window (interval, level or run)."""
 
-    histograms: dict[str, Histogram] = field(default_factory=lambda: {m: Histogram() for m in LATENCY_METRICS})
+    histograms: dict[str, Histogram] = field(
+        default_factory=lambda: {m: Histogram() for m in LATENCY_METRICS}
+    )
     by_class: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUS_CLASSES, 0))
     prompt_tokens: int = 0
     output_tokens: int = 0
@@ -230,7 +232,9 @@ class TargetStats:
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.output_tokens_approx = self.output_tokens_approx or other.output_tokens_approx
-        if other.first_start is not None and (self.first_start is None or other.first_start < self.first_start):
+        if other.first_start is not None and (
+            self.first_start is None or other.first_start < self.first_start
+        ):
             self.first_start = other.first_start
         if other.last_end is not None and (self.last_end is None or other.last_end > self.last_end):
             self.last_end = other.last_end

@@ -8,7 +8,6 @@ exact histograms. ``master`` / ``worker`` are the same pieces for many hosts.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
@@ -18,17 +17,25 @@ from llmload.cli import LOCUSTFILE
 
 
 def _parser(cmd: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=f"llmload {cmd}", description=f"llmload {cmd} (extra args go to Locust)")
+    ap = argparse.ArgumentParser(
+        prog=f"llmload {cmd}", description=f"llmload {cmd} (extra args go to Locust)"
+    )
     ap.add_argument("scenario")
     ap.add_argument("--results", default="", help="results directory")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field"
+    )
     ap.add_argument("--targets", default="", help="comma-separated subset of targets")
     ap.add_argument("--quiet", action="store_true", help="no live progress lines")
     ap.add_argument("--no-reports", action="store_true", help="skip the HTML/Markdown/JUnit reports")
-    ap.add_argument("--allow-worker-loss", action="store_true", help="a lost worker degrades the run but exits 0")
+    ap.add_argument(
+        "--allow-worker-loss", action="store_true", help="a lost worker degrades the run but exits 0"
+    )
     if cmd in ("run", "master"):
         ap.add_argument("--workers", type=int, default=0, help="run a master and N local worker processes")
-        ap.add_argument("--expect-workers", type=int, default=0, help="master: wait for N workers before starting")
+        ap.add_argument(
+            "--expect-workers", type=int, default=0, help="master: wait for N workers before starting"
+        )
         ap.add_argument("--master-bind-host", default="127.0.0.1")
         ap.add_argument("--master-bind-port", type=int, default=0, help="0: a free port")
     if cmd in ("ui", "master"):
@@ -112,11 +119,21 @@ def _stop(p: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
 
 
 def worker_command(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="llmload worker", description="a Locust worker for llmload (no scenario needed)")
+    ap = argparse.ArgumentParser(
+        prog="llmload worker", description="a Locust worker for llmload (no scenario needed)"
+    )
     ap.add_argument("--master-host", default="127.0.0.1")
     ap.add_argument("--master-port", type=int, default=5557)
     a, extra = ap.parse_known_args(argv)
-    largs = ["-f", LOCUSTFILE, "--worker", "--master-host", a.master_host, "--master-port", str(a.master_port)]
+    largs = [
+        "-f",
+        LOCUSTFILE,
+        "--worker",
+        "--master-host",
+        a.master_host,
+        "--master-port",
+        str(a.master_port),
+    ]
     largs += ["-L", "WARNING"]
     return _locust_main(largs + extra)
 

@@ -12,7 +12,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from llmload.load.executors import Phase, phases_from_shorthand
 from llmload.load.lengths import Length
@@ -49,7 +57,9 @@ class Strict(BaseModel):
 class SimSpec(Strict):
     """How llmload starts a simulated engine for a target of kind `sim`."""
 
-    profile: str | dict[str, Any] = Field(description="profile name (llmload sim --list-profiles) or inline profile")
+    profile: str | dict[str, Any] = Field(
+        description="profile name (llmload sim --list-profiles) or inline profile"
+    )
     dialect: Literal["vllm", "aphrodite"] | None = Field(None, description="override the profile's dialect")
     seed: int | None = Field(None, description="simulator seed (default: the workload seed)")
 
@@ -63,7 +73,9 @@ class Target(Strict):
     model: str | None = Field(None, description="served model name (must match /v1/models)")
     api: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = Field(None, description="environment variable holding the API key")
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="extra HTTP headers (values as strings)"
+    )
     extra_body: dict[str, Any] = Field(default_factory=dict, description="engine-specific request fields")
     metrics_url: str | None = Field(None, description="engine /metrics URL (scraped during the run)")
     gpu_metrics_url: str | None = Field(None, description="DCGM-exporter text URL (scraped during the run)")
@@ -78,7 +90,7 @@ class Target(Strict):
             raise ValueError("use letters, digits, '_', '.', '-' (max 64), starting with a letter or digit")
         return v
 
-    @field_validator("labels", mode="before")
+    @field_validator("labels", "headers", mode="before")
     @classmethod
     def _labels(cls, v: Any) -> Any:
         if isinstance(v, dict):
@@ -128,12 +140,16 @@ class Client(Strict):
     read_timeout: Duration = 120.0
     request_timeout: Duration = 600.0
     report_interval: Duration = 2.0
-    loop_lag_threshold_ms: float = Field(25.0, gt=0, description="loop-lag p99 above this marks the run unreliable")
+    loop_lag_threshold_ms: float = Field(
+        25.0, gt=0, description="loop-lag p99 above this marks the run unreliable"
+    )
     cpu_threshold_percent: float = Field(90.0, gt=0, le=100)
 
 
 class Load(Strict):
-    users: int | None = Field(None, ge=1, description="concurrent streams per target (constant-vus shorthand)")
+    users: int | None = Field(
+        None, ge=1, description="concurrent streams per target (constant-vus shorthand)"
+    )
     spawn_rate: float | None = Field(None, gt=0, description="users started per second (shorthand)")
     duration: Duration | None = Field(None, description="shorthand phase duration")
     max_requests: int | None = Field(None, ge=1, description="stop each target after this many requests")
@@ -150,7 +166,9 @@ class Load(Strict):
         if short and self.phases:
             raise ValueError("give either users/duration (one constant-vus phase) or phases, not both")
         if not self.phases:
-            self.phases = phases_from_shorthand(self.users or 1, self.spawn_rate, self.duration, self.max_requests)
+            self.phases = phases_from_shorthand(
+                self.users or 1, self.spawn_rate, self.duration, self.max_requests
+            )
             # The shorthand now lives in the phase; clearing it keeps a dumped scenario re-loadable.
             self.users = self.spawn_rate = self.duration = self.max_requests = None
         return self
@@ -227,10 +245,12 @@ def validate_data(data: Any, lines: dict, source: str) -> Scenario:
         _validate_sections(sc)
     except ValidationError as e:
         err = e.errors()[0]
-        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
+        loc = tuple(
+            x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-")))
+        )
         if sc_section := _section_for(e, data):
             loc = (sc_section, *loc)
-        loc = _strip_union_noise(loc)
+        loc = _real_loc(data, loc)
         line = line_for(lines, loc)
         where = f"{source}:{line}" if line else source
         msg = err["msg"].removeprefix("Value error, ")
@@ -254,10 +274,38 @@ def _section_for(e: ValidationError, data: dict) -> str | None:
     return None
 
 
-def _strip_union_noise(loc: tuple) -> tuple:
-    # pydantic puts the union member's type name in loc ("int", "LengthDist", ...): drop those.
-    noise = {"int", "float", "str", "dict[str,any]", "list[str]"}
-    return tuple(x for x in loc if not (isinstance(x, str) and (x in noise or x[:1].isupper())))
+_NOISE = {
+    "int",
+    "float",
+    "str",
+    "bool",
+    "dict[str,any]",
+    "list[str]",
+    "constant-vus",
+    "ramping-vus",
+    "constant-arrival-rate",
+    "ramping-arrival-rate",
+    "sweep",
+}
+
+
+def _real_loc(data: Any, loc: tuple) -> tuple:
+    """Keep the parts of a pydantic error location that are fields of the file (drop union/type tags)."""
+    out: list[Any] = []
+    cur = data
+    for i, part in enumerate(loc):
+        if isinstance(cur, dict) and part in cur:
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(part, str) and (part in _NOISE or part[:1].isupper() or "[" in part):
+            continue  # a union member's type name, not a field
+        elif i == len(loc) - 1 or isinstance(cur, dict):
+            out.append(part)  # a missing or unknown field
+            cur = None
+    return tuple(out)
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:

@@ -17,7 +17,9 @@ SCHEMA = "llmload.summary/1"
 def iso(t: float | None) -> str | None:
     if t is None:
         return None
-    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
 
 
 def target_block(st: TargetStats, *, histograms: bool) -> dict[str, Any]:
@@ -27,7 +29,11 @@ def target_block(st: TargetStats, *, histograms: bool) -> dict[str, Any]:
         window_s = max(1e-9, st.last_end - st.first_start)
     out: dict[str, Any] = {
         "requests": {"sent": st.requests, "ok": st.ok, "failed": st.failures, "by_class": by_class},
-        "tokens": {"prompt": st.prompt_tokens, "output": st.output_tokens, "output_approx": st.output_tokens_approx},
+        "tokens": {
+            "prompt": st.prompt_tokens,
+            "output": st.output_tokens,
+            "output_approx": st.output_tokens_approx,
+        },
         "latency_ms": st.latency_block(),
         "throughput": {
             "output_tok_s": round(st.output_tokens / window_s, 3) if window_s else 0.0,
@@ -106,7 +112,11 @@ def build_summary(
         "duration_s": round(ended_at - started_at, 3),
         "measure_start": measure_start,
         "measure_end": measure_end,
-        "versions": {"llmload": __version__, "locust": locust.__version__, "python": platform.python_version()},
+        "versions": {
+            "llmload": __version__,
+            "locust": locust.__version__,
+            "python": platform.python_version(),
+        },
         "argv": [a for a in sys.argv[1:] if "token" not in a.lower() and "key" not in a.lower()],
         "mode": mode,
         "workers": workers,

@@ -86,7 +86,9 @@ def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20
             while not port_file.exists():
                 if proc.poll() is not None:
                     tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-                    raise TargetNotReady(f"target {t.name}: simulator exited with code {proc.returncode}: {tail[0]}")
+                    raise TargetNotReady(
+                        f"target {t.name}: simulator exited with code {proc.returncode}: {tail[0]}"
+                    )
                 if time.monotonic() > deadline:
                     proc.kill()
                     raise TargetNotReady(f"target {t.name}: simulator did not start within {timeout_s:g} s")
@@ -127,7 +129,9 @@ def wait_ready(targets: list[Any], timeout_s: float = 60.0, env: dict[str, str] 
                                 if t.model is None and ids:
                                     t.model = ids[0]
                                 break
-                            last = f"model {t.model!r} not served (served: {', '.join(map(str, ids)) or 'none'})"
+                            last = (
+                                f"model {t.model!r} not served (served: {', '.join(map(str, ids)) or 'none'})"
+                            )
                         else:
                             last = f"/v1/models answered HTTP {m.status_code}"
                     else:

@@ -122,7 +122,9 @@ class GeventTransport:
         try:
             resp = self.client.request(method, path, body=body, headers=headers)
         except _TIMEOUTS as e:
-            raise TimedOut(f"no response headers within {self.client._connection_pool.network_timeout} s") from e
+            raise TimedOut(
+                f"no response headers within {self.client._connection_pool.network_timeout} s"
+            ) from e
         except (OSError, HTTPConnectionClosed, HTTPParseError) as e:
             raise ConnectFailed(f"{type(e).__name__}: {e}") from e
         return GeventResponse(resp, self._block)

@@ -101,7 +101,9 @@ def apply_overrides(data: Any, overrides: list[str], source: str = "--set") -> A
             if isinstance(cur, list):
                 idx = _list_index(cur, part)
                 if idx is None:
-                    raise InputError(f"{source} {item!r}: no list item {part!r} in {'.'.join(parts[:i]) or 'top'}")
+                    raise InputError(
+                        f"{source} {item!r}: no list item {part!r} in {'.'.join(parts[:i]) or 'top'}"
+                    )
                 if last:
                     cur[idx] = value
                 else:

@@ -19,7 +19,9 @@ def start_port_file_process(cmd: list[str], tmp_path: Path, name: str, timeout_s
     """Start a server that writes its bound port to --port-file; return (proc, port)."""
     port_file = tmp_path / f"{name}.port"
     log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([*cmd, "--port-file", str(port_file)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(
+        [*cmd, "--port-file", str(port_file)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+    )
     deadline = time.monotonic() + timeout_s
     while not port_file.exists():
         if proc.poll() is not None:

@@ -192,7 +192,9 @@ class Conn(asyncio.Protocol):
             self.write(chunk(b"data: " + json.dumps(ev).encode() + b"\n\n"))
             if i == n - 1:
                 usage = {"prompt_tokens": 10, "completion_tokens": n * k, "total_tokens": 10 + n * k}
-                tail = b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n"
+                tail = (
+                    b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n"
+                )
                 self.write(chunk(tail) + b"0\r\n\r\n")
 
         for i in range(n):

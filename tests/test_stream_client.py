@@ -19,7 +19,9 @@ def ev(obj: dict) -> str:
     return "data: " + json.dumps(obj) + "\n\n"
 
 
-def content(text: str | None, *, finish: str | None = None, usage: dict | None = None, key: str = "content") -> str:
+def content(
+    text: str | None, *, finish: str | None = None, usage: dict | None = None, key: str = "content"
+) -> str:
     delta = {key: text} if text is not None or key == "content" else {}
     obj: dict = {"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     if usage is not None:
@@ -27,7 +29,9 @@ def content(text: str | None, *, finish: str | None = None, usage: dict | None =
     return ev(obj)
 
 
-def run_raw(base_url: str, frames: list[tuple[float, str]], *, status: int = 200, cut: bool = False, body=None):
+def run_raw(
+    base_url: str, frames: list[tuple[float, str]], *, status: int = 200, cut: bool = False, body=None
+):
     tr = GeventTransport(base_url)
     spec: dict = {"mode": "raw", "frames": [[d, t] for d, t in frames], "cut": cut, "status": status}
     if body is not None:
@@ -65,7 +69,9 @@ def test_aphrodite_usage_on_every_chunk_and_multi_token_chunks(sse_server: str) 
     done = 0
     for i, k in enumerate([1, 3, 2, 1]):  # chunks carrying 1, 3, 2, 1 tokens (merged deltas)
         done += k
-        frames.append((10, content(" x" * k, finish="length" if i == 3 else None, usage={"completion_tokens": done})))
+        frames.append(
+            (10, content(" x" * k, finish="length" if i == 3 else None, usage={"completion_tokens": done}))
+        )
     frames.append((1, "data: [DONE]\n\n"))
     rec = run_raw(sse_server, frames)
     assert rec.status == "ok", rec.error
@@ -90,7 +96,10 @@ def test_llamacpp_content_null_and_no_space_after_data(sse_server: str) -> None:
     frames = [
         (5, 'data:{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}\n\n'),
         (5, 'data:{"choices":[{"index":0,"delta":{"content":"A"}}]}\n\n'),
-        (5, 'data:{"choices":[{"index":0,"delta":{"content":"B"},"finish_reason":"stop"}],"timings":{"n":2}}\n\n'),
+        (
+            5,
+            'data:{"choices":[{"index":0,"delta":{"content":"B"},"finish_reason":"stop"}],"timings":{"n":2}}\n\n',
+        ),
         (1, "data: [DONE]\n\n"),
     ]
     rec = run_raw(sse_server, frames)
@@ -113,9 +122,12 @@ def test_reasoning_fields_count_as_text(sse_server: str) -> None:
 @pytest.mark.parametrize(
     "err_frame,message",
     [
-        (ev({"error": {"message": "aborted by engine", "type": "InternalServerError", "code": 500}}), "aborted by engine"),
+        (
+            ev({"error": {"message": "aborted by engine", "type": "InternalServerError", "code": 500}}),
+            "aborted by engine",
+        ),
         (ev({"object": "error", "message": "old flat error", "code": 500}), "old flat error"),
-        ("error: {\"message\":\"llama.cpp error\"}\n\n", "llama.cpp error"),
+        ('error: {"message":"llama.cpp error"}\n\n', "llama.cpp error"),
     ],
 )
 def test_error_after_http_200_is_a_stream_error(sse_server: str, err_frame: str, message: str) -> None:
@@ -143,13 +155,17 @@ def test_missing_done_with_finish_reason_is_ok(sse_server: str) -> None:
 
 
 def test_empty_stream_and_malformed_line(sse_server: str) -> None:
-    empty = run_raw(sse_server, [(5, content("")), (1, content(None, finish="stop")), (1, "data: [DONE]\n\n")])
+    empty = run_raw(
+        sse_server, [(5, content("")), (1, content(None, finish="stop")), (1, "data: [DONE]\n\n")]
+    )
     assert empty.status == "empty"
     bad = run_raw(sse_server, [(5, content("a")), (5, "data: {not json\n\n"), (1, "data: [DONE]\n\n")])
     assert bad.status == "malformed"
 
 
-@pytest.mark.parametrize("status,cls", [(400, "http_4xx"), (404, "http_4xx"), (429, "http_429"), (503, "http_5xx")])
+@pytest.mark.parametrize(
+    "status,cls", [(400, "http_4xx"), (404, "http_4xx"), (429, "http_429"), (503, "http_5xx")]
+)
 def test_http_errors_are_classified_with_the_engine_message(sse_server: str, status: int, cls: str) -> None:
     rec = run_raw(sse_server, [], status=status, body={"object": "error", "message": f"engine says {status}"})
     assert rec.status == cls and rec.http_status == status
@@ -171,11 +187,15 @@ def test_connect_failure() -> None:
 
 def test_completions_api_and_keepalive_connection_reuse(sse_server: str) -> None:
     tr = GeventTransport(sse_server)
-    frames = [(2, ev({"choices": [{"index": 0, "text": "x", "finish_reason": None}]})),
-              (2, ev({"choices": [{"index": 0, "text": "y", "finish_reason": "length"}]})),
-              (1, "data: [DONE]\n\n")]
+    frames = [
+        (2, ev({"choices": [{"index": 0, "text": "x", "finish_reason": None}]})),
+        (2, ev({"choices": [{"index": 0, "text": "y", "finish_reason": "length"}]})),
+        (1, "data: [DONE]\n\n"),
+    ]
     spec = {"mode": "raw", "frames": [[d, t] for d, t in frames]}
-    req = build_request(api="completions", model="m", prompt="hi", max_tokens=2, extra_body={"llmload_test": spec})
+    req = build_request(
+        api="completions", model="m", prompt="hi", max_tokens=2, extra_body={"llmload_test": spec}
+    )
     assert req.path == "/v1/completions" and b'"prompt":"hi"' in req.body
     recs = [stream_request(tr, req, RequestRecord(target="t")) for _ in range(5)]
     assert [r.status for r in recs] == ["ok"] * 5
@@ -184,8 +204,15 @@ def test_completions_api_and_keepalive_connection_reuse(sse_server: str) -> None
 
 def test_request_body_asks_for_usage_and_controls_length() -> None:
     req = build_request(
-        api="chat", model="m", prompt="hi", max_tokens=64, temperature=0.0, ignore_eos=True, min_tokens=64,
-        extra_body={"min_p": 0.1}, api_key="sk-secret",
+        api="chat",
+        model="m",
+        prompt="hi",
+        max_tokens=64,
+        temperature=0.0,
+        ignore_eos=True,
+        min_tokens=64,
+        extra_body={"min_p": 0.1},
+        api_key="sk-secret",
     )
     body = json.loads(req.body)
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}

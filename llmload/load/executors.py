@@ -33,7 +33,9 @@ Duration = Annotated[float, BeforeValidator(_dur)]
 class _Phase(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(None, description="phase name in results (default: executor and index)")
-    max_requests: int | None = Field(None, ge=1, description="end the phase after this many requests per target")
+    max_requests: int | None = Field(
+        None, ge=1, description="end the phase after this many requests per target"
+    )
 
 
 class Stage(BaseModel):
@@ -46,7 +48,9 @@ class ConstantVUs(_Phase):
     executor: Literal["constant-vus"]
     vus: int = Field(ge=1)
     duration: Duration | None = None
-    spawn_rate: float | None = Field(None, gt=0, description="users started per second (default: all at once)")
+    spawn_rate: float | None = Field(
+        None, gt=0, description="users started per second (default: all at once)"
+    )
 
     @model_validator(mode="after")
     def _end(self) -> ConstantVUs:
@@ -115,7 +119,11 @@ def phases_from_shorthand(
         duration = 30.0
     return [
         ConstantVUs(
-            executor="constant-vus", vus=users, duration=duration, spawn_rate=spawn_rate, max_requests=max_requests
+            executor="constant-vus",
+            vus=users,
+            duration=duration,
+            spawn_rate=spawn_rate,
+            max_requests=max_requests,
         )
     ]
 
@@ -153,19 +161,34 @@ def plan_steps(phases: list[Any]) -> list[Step]:
     for i, ph in enumerate(phases):
         name = ph.name or (ph.executor if len(phases) == 1 else f"{i + 1}-{ph.executor}")
         if isinstance(ph, ConstantVUs):
-            steps.append(Step(name, name, ph.duration, ph.max_requests, users=ph.vus, spawn_rate=ph.spawn_rate))
+            steps.append(
+                Step(name, name, ph.duration, ph.max_requests, users=ph.vus, spawn_rate=ph.spawn_rate)
+            )
         elif isinstance(ph, RampingVUs):
             cur = ph.start_vus
             for j, st in enumerate(ph.stages):
                 steps.append(
-                    Step(name, f"{name}#{j + 1}", st.duration, ph.max_requests, users=int(st.target), start_users=cur)
+                    Step(
+                        name,
+                        f"{name}#{j + 1}",
+                        st.duration,
+                        ph.max_requests,
+                        users=int(st.target),
+                        start_users=cur,
+                    )
                 )
                 cur = int(st.target)
         elif isinstance(ph, ConstantArrivalRate):
             steps.append(
                 Step(
-                    name, name, ph.duration, ph.max_requests, rate=ph.rate / ph.time_unit, arrival=ph.arrival,
-                    max_vus=ph.max_vus, on_saturation=ph.on_saturation,
+                    name,
+                    name,
+                    ph.duration,
+                    ph.max_requests,
+                    rate=ph.rate / ph.time_unit,
+                    arrival=ph.arrival,
+                    max_vus=ph.max_vus,
+                    on_saturation=ph.on_saturation,
                 )
             )
         elif isinstance(ph, RampingArrivalRate):
@@ -174,8 +197,15 @@ def plan_steps(phases: list[Any]) -> list[Step]:
                 r = st.target / ph.time_unit
                 steps.append(
                     Step(
-                        name, f"{name}#{j + 1}", st.duration, ph.max_requests, rate=r, start_rate=cur_r,
-                        arrival=ph.arrival, max_vus=ph.max_vus, on_saturation=ph.on_saturation,
+                        name,
+                        f"{name}#{j + 1}",
+                        st.duration,
+                        ph.max_requests,
+                        rate=r,
+                        start_rate=cur_r,
+                        arrival=ph.arrival,
+                        max_vus=ph.max_vus,
+                        on_saturation=ph.on_saturation,
                     )
                 )
                 cur_r = r
@@ -186,7 +216,16 @@ def plan_steps(phases: list[Any]) -> list[Step]:
                     st = Step(name, label, ph.hold, ph.requests, users=int(lv), value=lv)
                 else:
                     label = f"rate={lv:g}"
-                    st = Step(name, label, ph.hold, ph.requests, rate=lv, arrival=ph.arrival, max_vus=ph.max_vus, value=lv)
+                    st = Step(
+                        name,
+                        label,
+                        ph.hold,
+                        ph.requests,
+                        rate=lv,
+                        arrival=ph.arrival,
+                        max_vus=ph.max_vus,
+                        value=lv,
+                    )
                 st.settle_after = ph.settle
                 steps.append(st)
     return steps

@@ -25,7 +25,9 @@ class LengthDist(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> LengthDist:
-        need = {"fixed": ["value"], "uniform": [], "normal": ["mean", "std"], "lognormal": ["sigma"]}[self.dist]
+        need = {"fixed": ["value"], "uniform": [], "normal": ["mean", "std"], "lognormal": ["sigma"]}[
+            self.dist
+        ]
         for k in need:
             if getattr(self, k) is None:
                 raise ValueError(f"dist {self.dist} needs `{k}`")

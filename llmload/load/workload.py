@@ -173,8 +173,13 @@ def _jsonl_item(obj: Any, path: Path, n: int) -> tuple[list[dict[str, str]], int
     if isinstance(obj.get("prompt"), str):
         return [{"role": "user", "content": obj["prompt"]}], out
     msgs = obj.get("messages")
-    if isinstance(msgs, list) and msgs and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in msgs
+    if (
+        isinstance(msgs, list)
+        and msgs
+        and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in msgs
+        )
     ):
         return [{"role": m["role"], "content": m["content"]} for m in msgs], out
     raise InputError(f"{path}:{n}: expected `prompt` (string) or `messages` (list of {{role, content}})")
@@ -188,7 +193,11 @@ def _sharegpt_item(conv: Any, path: Path, n: int) -> tuple[list[dict[str, str]],
     if human is None or not isinstance(human.get("value"), str):
         return None  # conversations without a human turn are skipped, as peer tools do
     reply = next((t for t in turns if isinstance(t, dict) and t.get("from") in ("gpt", "assistant")), None)
-    out = len(reply["value"].split()) if reply and isinstance(reply.get("value"), str) and reply["value"] else None
+    out = (
+        len(reply["value"].split())
+        if reply and isinstance(reply.get("value"), str) and reply["value"]
+        else None
+    )
     return [{"role": "user", "content": human["value"]}], out
 
 
@@ -196,7 +205,9 @@ def load_tokenizer(path: Path) -> Any:
     try:
         from tokenizers import Tokenizer  # optional: pip install tokenizers
     except ImportError:
-        raise InputError(f"{path}: a tokenizer file needs the `tokenizers` package (pip install tokenizers)") from None
+        raise InputError(
+            f"{path}: a tokenizer file needs the `tokenizers` package (pip install tokenizers)"
+        ) from None
     try:
         return Tokenizer.from_file(str(path))
     except Exception as e:  # noqa: BLE001 - the library raises plain Exception

@@ -96,7 +96,10 @@ class Conductor:
                 return None
             if now > self.drain_deadline and not self.aborted:
                 self.aborted = True
-                self.event("warning", f"stop grace of {self.sc.load.stop_grace:g} s ran out: cutting in-flight streams")
+                self.event(
+                    "warning",
+                    f"stop grace of {self.sc.load.stop_grace:g} s ran out: cutting in-flight streams",
+                )
                 if self.distributed:
                     self.env.runner.send_message(MSG_ABORT, {})
                 else:
@@ -130,7 +133,12 @@ class Conductor:
         self.state = "running"
         ps = self.run.plan[number]
         self.broadcast_step(number, now)
-        self.event("phase", f"step {ps.step.level} ({', '.join(ps.targets)})", phase=ps.step.phase, level=ps.step.level)
+        self.event(
+            "phase",
+            f"step {ps.step.level} ({', '.join(ps.targets)})",
+            phase=ps.step.phase,
+            level=ps.step.level,
+        )
 
     def broadcast_step(self, number: int, now: float) -> None:
         assert self.run_t0 is not None
@@ -148,7 +156,10 @@ class Conductor:
         self.run.start_draining()
         if self.distributed:
             self.env.runner.send_message(MSG_DRAIN, {})
-        self.event("stop", f"load stopped: {reason}; waiting up to {self.sc.load.stop_grace:g} s for in-flight streams")
+        self.event(
+            "stop",
+            f"load stopped: {reason}; waiting up to {self.sc.load.stop_grace:g} s for in-flight streams",
+        )
 
     def drained(self) -> bool:
         for t in self.run.targets:
@@ -164,7 +175,9 @@ class Conductor:
         total = sum(self.agg.completed(t) for t in self.run.targets)
         if ld.stop_on_failures is not None and failed >= ld.stop_on_failures:
             self.start_drain(f"{failed} failed requests (stop_on_failures {ld.stop_on_failures})")
-        elif ld.stop_on_failure_ratio is not None and total >= 20 and failed / total > ld.stop_on_failure_ratio:
+        elif (
+            ld.stop_on_failure_ratio is not None and total >= 20 and failed / total > ld.stop_on_failure_ratio
+        ):
             self.start_drain(f"failure ratio {failed / total:.1%} above {ld.stop_on_failure_ratio:.1%}")
 
     # --- data flow ------------------------------------------------------------------
@@ -195,7 +208,9 @@ class Conductor:
                     t: max(0, self.agg.sent.get(wid, {}).get(t, 0) - self.agg.completed_by(wid, t))
                     for t in self.run.targets
                 }
-                self.lost_workers.append({"worker": wid, "t": now, "last_report": seen, "unaccounted": unaccounted})
+                self.lost_workers.append(
+                    {"worker": wid, "t": now, "last_report": seen, "unaccounted": unaccounted}
+                )
                 self.agg.forget_worker(wid)
                 self.reasons.append(
                     f"worker {wid} lost at {time.strftime('%H:%M:%S', time.gmtime(now))}Z "

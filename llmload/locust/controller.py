@@ -203,7 +203,9 @@ class LLMRun:
             slots.release()
 
     # --- one request ------------------------------------------------------
-    def issue(self, t: str, transport: GeventTransport, spec: RequestSpec, ps: PlanStep, intended: float | None) -> None:
+    def issue(
+        self, t: str, transport: GeventTransport, spec: RequestSpec, ps: PlanStep, intended: float | None
+    ) -> None:
         target = self.targets[t]
         wl = self.sc.workload
         req = build_request(

@@ -62,13 +62,22 @@ def _add_arguments(parser: Any) -> None:
     grp.add_argument(
         "--set", dest="llm_set", action="append", default=[], help="override a scenario field: key.path=value"
     )
-    grp.add_argument("--results", dest="llm_results", default="", help="results directory (default: output.dir/run_id)")
     grp.add_argument(
-        "--llm-targets", default="", include_in_web_ui=True, help="comma-separated targets to run (default: all)"
+        "--results", dest="llm_results", default="", help="results directory (default: output.dir/run_id)"
     )
-    grp.add_argument("--allow-worker-loss", action="store_true", default=False, help="exit 0 when a worker is lost")
+    grp.add_argument(
+        "--llm-targets",
+        default="",
+        include_in_web_ui=True,
+        help="comma-separated targets to run (default: all)",
+    )
+    grp.add_argument(
+        "--allow-worker-loss", action="store_true", default=False, help="exit 0 when a worker is lost"
+    )
     grp.add_argument("--llm-quiet", action="store_true", default=False, help="no live progress lines")
-    grp.add_argument("--llm-no-reports", action="store_true", default=False, help="skip HTML/Markdown/JUnit reports")
+    grp.add_argument(
+        "--llm-no-reports", action="store_true", default=False, help="skip HTML/Markdown/JUnit reports"
+    )
 
 
 def _fail_input(msg: str) -> None:
@@ -161,7 +170,9 @@ def _on_scenario_message(msg: Any, **_: Any) -> None:
         worker_count=data["count"],
     )
     STATE.run = run
-    env.user_classes = [make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets]
+    env.user_classes = [
+        make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets
+    ]
     env.stop_timeout = sc.load.stop_grace
     run.start_lag_monitor()
 
@@ -233,7 +244,9 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         c.pull()
         opts = environment.parsed_options
         summary, code = finalize(
-            c, allow_worker_loss=STATE.allow_worker_loss, write_reports=not getattr(opts, "llm_no_reports", False)
+            c,
+            allow_worker_loss=STATE.allow_worker_loss,
+            write_reports=not getattr(opts, "llm_no_reports", False),
         )
         STATE.summary, STATE.exit_code = summary, code
         c.results.close()

@@ -1,0 +1,79 @@
+"""Exact, mergeable histograms: percentiles equal those of the raw values (1 us resolution)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+from llmload.metrics import Histogram, TargetStats, merge_wire
+from llmload.records import RequestRecord
+
+
+def nearest_rank_us(values_s: list[float], p: float) -> int:
+    us = sorted(int(v * 1e6 + 0.5) for v in values_s)
+    rank = max(1, math.ceil(p / 100 * len(us)))
+    return us[rank - 1]
+
+
+def test_percentiles_are_exact_over_a_wide_range() -> None:
+    rng = random.Random(1)
+    vals = [rng.lognormvariate(-3, 2) for _ in range(20000)] + [599.999]  # 10 us .. 10 minutes
+    h = Histogram()
+    for v in vals:
+        h.record(v)
+    for p in (50, 90, 95, 99, 99.9):
+        assert h.percentile_us(p) == nearest_rank_us(vals, p)
+    got = h.percentiles_ms([50, 99])
+    assert got["p50"] == nearest_rank_us(vals, 50) / 1000 and got["p99"] == nearest_rank_us(vals, 99) / 1000
+    assert h.summary_ms()["max"] == 599999.0
+
+
+def test_merge_of_parts_equals_the_whole_and_wire_roundtrip() -> None:
+    rng = random.Random(2)
+    vals = [rng.uniform(0.001, 2.0) for _ in range(5000)]
+    whole = Histogram()
+    parts = [Histogram() for _ in range(3)]
+    for i, v in enumerate(vals):
+        whole.record(v)
+        parts[i % 3].record(v)
+    merged = Histogram()
+    for part in parts:
+        merged.merge(Histogram.from_wire(json.loads(json.dumps(part.to_wire()))))
+    assert merged.summary_ms() == whole.summary_ms()
+    assert Histogram.from_dict(whole.to_dict()).summary_ms() == whole.summary_ms()
+    wire = json.dumps(whole.to_wire())
+    assert len(wire) < len(json.dumps(vals))  # compact: delta keys, no raw list
+
+
+def test_empty_histogram_reports_nulls() -> None:
+    s = Histogram().summary_ms()
+    assert s["count"] == 0 and s["p99"] is None and s["mean"] is None
+
+
+def rec(target: str, status: str = "ok", ttft: float = 0.1, gaps: tuple = (0.02, 0.03), tokens: int = 3):
+    return RequestRecord(
+        target=target,
+        status=status,
+        ttft_s=ttft,
+        e2e_s=ttft + sum(gaps),
+        itl_s=list(gaps),
+        itl_tokens=[1] * len(gaps),
+        output_tokens=tokens,
+        prompt_tokens=5,
+        start_time=100.0,
+    )
+
+
+def test_target_stats_count_failures_and_merge_over_the_wire() -> None:
+    a, b = TargetStats(), TargetStats()
+    a.add(rec("x"))
+    a.add(rec("x", status="http_5xx"))
+    b.add(rec("x", ttft=0.2))
+    merged = merge_wire([{"x": a.to_wire()}, {"x": b.to_wire()}])["x"]
+    assert merged.requests == 3 and merged.ok == 2 and merged.failures == 1
+    assert merged.histograms["ttft"].count == 2  # failed requests do not enter latency figures
+    assert merged.histograms["itl"].count == 4
+    assert merged.output_tokens == 9
+    tpot = merged.histograms["tpot"].percentile_us(50)
+    assert tpot == 25000  # (e2e - ttft) / (tokens - 1) = 0.05 / 2

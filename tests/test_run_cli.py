@@ -1,0 +1,140 @@
+"""`llmload run` end to end: real simulators (started by llmload), real Locust runner, results on disk."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SIM_SCENARIO = """\
+name: e2e
+targets:
+  - name: fast-a
+    kind: sim
+    sim: {profile: test-fast-a}
+  - name: fast-b
+    kind: sim
+    sim: {profile: test-fast-b}
+workload:
+  input_tokens: {dist: uniform, min: 20, max: 60}
+  output_tokens: 32
+load:
+  users: 4
+  duration: 6s
+  warmup: 1s
+  stop_grace: 10s
+"""
+
+
+def llmload(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "llmload", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tmp = tmp_path_factory.mktemp("run")
+    scn = tmp / "e2e.yaml"
+    scn.write_text(SIM_SCENARIO)
+    out = tmp / "results"
+    return llmload("run", str(scn), "--results", str(out)), out
+
+
+def test_run_on_two_simulated_engines(sim_run) -> None:
+    r, out = sim_run
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["schema"] == "llmload.summary/1"
+    assert set(summary["targets"]) == {"fast-a", "fast-b"}
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    for name, t in summary["targets"].items():
+        mine = [x for x in lines if x["target"] == name]
+        assert t["requests"]["sent"] == len(mine) > 0
+        assert t["requests"]["ok"] == sum(1 for x in mine if x["status"] == "ok")
+        assert t["tokens"]["output"] > 0 and t["throughput"]["output_tok_s"] > 0
+        lat = t["latency_ms"]
+        ok_in_window = [x for x in mine if x["status"] == "ok" and x["level"] != "warmup"]
+        assert lat["ttft"]["count"] == len(ok_in_window) > 0
+        assert t["requests"]["warmup"] == sum(1 for x in mine if x["level"] == "warmup")
+        assert 0 < lat["ttft"]["p50"] <= lat["ttft"]["p99"] <= lat["ttft"]["max"]
+        assert 0 < lat["itl"]["p50"] <= lat["itl"]["p99"]
+        assert lat["tpot"]["p50"] is not None and lat["e2e"]["p99"] >= lat["ttft"]["p99"]
+    # the table was printed with both targets
+    assert "fast-a" in r.stdout and "fast-b" in r.stdout and "TTFT p50" in r.stdout
+    # paired traffic: the same indexes went to both targets, same prompt lengths
+    a = {x["index"]: x["prompt_tokens"] for x in lines if x["target"] == "fast-a"}
+    b = {x["index"]: x["prompt_tokens"] for x in lines if x["target"] == "fast-b"}
+    common = set(a) & set(b)
+    assert len(common) >= min(len(a), len(b)) * 0.8
+    assert all(a[i] == b[i] for i in common)
+    run = summary["run"]
+    assert run["status"] == "ok" and run["client"]["loop_lag_ms"]["count"] > 0
+    assert (out / "timeseries.jsonl").read_text().strip()
+    assert "start" in (out / "events.jsonl").read_text()
+
+
+def test_percentiles_equal_those_of_the_request_lines(sim_run) -> None:
+    """The summary's TTFT percentiles come from exact histograms: equal to the lines' nearest rank."""
+    import math
+
+    _, out = sim_run
+    summary = json.loads((out / "summary.json").read_text())
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    for name, t in summary["targets"].items():
+        ttfts = sorted(
+            round(x["ttft_ms"] * 1000)
+            for x in lines
+            if x["target"] == name and x["status"] == "ok" and x["level"] != "warmup"
+        )
+        for p in (50, 99):
+            expect = ttfts[max(1, math.ceil(p / 100 * len(ttfts))) - 1] / 1000
+            assert abs(t["latency_ms"]["ttft"][f"p{p}"] - expect) <= 0.002
+
+
+def test_target_not_ready_exits_2_with_one_line(tmp_path: Path) -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    scn = tmp_path / "dead.yaml"
+    scn.write_text(
+        f"targets:\n  - {{name: dead, kind: vllm, base_url: 'http://127.0.0.1:{port}', model: m}}\n"
+        "load: {users: 1, duration: 2s}\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**__import__("os").environ, "LLMLOAD_READY_TIMEOUT": "2"},
+    )
+    assert r.returncode == 2, r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("llmload:")]
+    assert len(err) == 1 and "dead" in err[0] and "not ready" in err[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_run_where_every_request_fails_exits_3(tmp_path: Path, sse_server: str) -> None:
+    scn = tmp_path / "fail.yaml"
+    scn.write_text(
+        f"targets:\n  - name: broken\n    kind: openai\n    base_url: '{sse_server}'\n    model: test-model\n"
+        "    extra_body: {llmload_test: {mode: raw, status: 503}}\n"
+        "load: {users: 2, duration: 2s, stop_grace: 5s}\n"
+    )
+    out = tmp_path / "r"
+    r = llmload("run", str(scn), "--results", str(out), "--no-reports")
+    assert r.returncode == 3, r.stdout[-1500:] + r.stderr[-1500:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run"]["status"] == "invalid"
+    t = summary["targets"]["broken"]
+    assert t["requests"]["by_class"]["http_5xx"] == t["requests"]["sent"] > 0
+    assert len((out / "requests.jsonl").read_text().splitlines()) == t["requests"]["sent"]

@@ -1,0 +1,129 @@
+"""Scenario validation: one clear line naming file, line and field; exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llmload.scenario import load_scenario, parse_scenario
+from llmload.yamlsrc import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GOOD = """\
+name: t
+targets:
+  - name: a
+    kind: vllm
+    base_url: http://127.0.0.1:8000
+    model: m
+    extra_body: {min_p: 0.05}
+    labels: {quantization: awq}
+workload:
+  input_tokens: 64
+  output_tokens: {dist: uniform, min: 10, max: 20}
+load:
+  users: 4
+  duration: 2m
+  warmup: 5s
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "scn.yaml"
+    p.write_text(text)
+    return p
+
+
+def validate_cli(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "llmload", "validate", str(path)], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_good_file_validates(tmp_path: Path) -> None:
+    sc = load_scenario(write(tmp_path, GOOD))
+    assert sc.targets[0].extra_body == {"min_p": 0.05}
+    assert sc.load.phases[0].duration == 120.0 and sc.load.phases[0].vus == 4
+    assert sc.load.warmup == 5.0
+    r = validate_cli(write(tmp_path, GOOD))
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "edit,line,field,words",
+    [
+        (("    model: m\n", ""), None, None, None),  # model is optional (taken from /v1/models): stays valid
+        (("    kind: vllm\n", ""), 3, "targets[0].kind", "required field is missing"),
+        (("  users: 4\n", "  users: many\n"), 13, "load.users", "integer"),
+        (("    kind: vllm\n", "    kind: vllmx\n"), 4, "targets[0].kind", "'vllmx'"),
+        (("  input_tokens: 64\n", "  input_tokenz: 64\n"), 10, "workload.input_tokenz", "unknown field"),
+        (("  duration: 2m\n", "  duration: soon\n"), 14, "load.duration", "duration"),
+        (("    base_url: http://127.0.0.1:8000\n", ""), 3, "targets[0]", "base_url is required"),
+    ],
+)
+def test_errors_name_file_line_and_field(tmp_path: Path, edit, line, field, words) -> None:
+    text = GOOD.replace(*edit)
+    p = write(tmp_path, text)
+    if line is None:
+        load_scenario(p)
+        return
+    with pytest.raises(InputError) as ei:
+        load_scenario(p)
+    msg = str(ei.value)
+    assert msg.startswith(f"{p}:{line}: {field}:"), msg
+    assert words in msg
+    assert "\n" not in msg
+    r = validate_cli(p)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0, r.stderr  # one line
+    assert "Traceback" not in r.stderr
+    assert f"{p}:{line}" in r.stderr
+
+
+def test_bad_yaml_names_the_line(tmp_path: Path) -> None:
+    p = write(tmp_path, GOOD.replace("  users: 4\n", "  users: [4\n"))
+    r = validate_cli(p)
+    assert r.returncode == 2 and "invalid YAML" in r.stderr and f"{p}:" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_file_and_duplicate_targets(tmp_path: Path) -> None:
+    r = validate_cli(tmp_path / "nope.yaml")
+    assert r.returncode == 2 and "file not found" in r.stderr
+    dup = GOOD + "  # dup\n"
+    dup = GOOD.replace("workload:", "  - {name: a, kind: tgi, base_url: 'http://127.0.0.1:1'}\nworkload:")
+    with pytest.raises(InputError, match="used twice"):
+        parse_scenario(dup, "dup.yaml")
+
+
+def test_set_overrides_by_target_name_and_index() -> None:
+    sc = parse_scenario(GOOD, "x.yaml", ["targets.a.base_url=http://127.0.0.1:9", "load.duration=10s"])
+    assert sc.targets[0].base_url == "http://127.0.0.1:9"
+    assert sc.load.phases[0].duration == 10.0
+    sc = parse_scenario(GOOD, "x.yaml", ["targets.0.labels.gpus=2"])
+    assert sc.targets[0].labels["gpus"] == "2"
+    with pytest.raises(InputError, match="no list item"):
+        parse_scenario(GOOD, "x.yaml", ["targets.zzz.model=q"])
+
+
+def test_secrets_are_redacted_from_the_public_dict() -> None:
+    text = GOOD.replace(
+        "    labels:", "    headers: {Authorization: Bearer sk-live-123, X-Trace: 1}\n    labels:"
+    )
+    sc = parse_scenario(text.replace("    model: m\n", "    model: m\n    api_key_env: MY_KEY\n"), "x.yaml")
+    pub = sc.public_dict()
+    assert "sk-live-123" not in str(pub)
+    assert pub["targets"][0]["api_key_env"] == "MY_KEY"  # the variable's name, never its value
+
+
+def test_shipped_scenarios_validate() -> None:
+    files = sorted((ROOT / "scenarios").glob("*.yaml"))
+    assert files
+    for f in files:
+        r = validate_cli(f)
+        assert r.returncode == 0, f"{f}: {r.stderr}"
