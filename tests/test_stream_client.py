@@ -59,7 +59,7 @@ def test_vllm_shape_role_chunk_final_usage(sse_server: str) -> None:
     assert rec.chunks == 4 and len(rec.itl_s) == 3
     # the role-only first chunk is not the first token: TTFT covers the 5 ms + 10 ms before " w0"
     assert rec.ttft_s is not None and rec.ttft_s >= 0.014
-    assert all(g >= 0.008 for g in rec.itl_s)
+    assert sum(rec.itl_s) >= 0.025  # three 10 ms gaps (one may absorb a late neighbour on a busy host)
     assert rec.finish_reason == "length"
     assert rec.itl_tokens == []  # usage only at the end: tokens per chunk unknown
 
