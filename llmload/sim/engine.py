@@ -39,13 +39,12 @@ class Sequence:
     done: bool = False
     ctx: Any = None  # the server's per-request state
 
-    @property
-    def prompt_len(self) -> int:
-        return len(self.prompt_ids)
+    prompt_len: int = 0  # set from prompt_ids
+    num_tokens: int = 0  # prompt + output (kept as a field: read several times per step)
 
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt_ids) + self.output
+    def __post_init__(self) -> None:
+        self.prompt_len = len(self.prompt_ids)
+        self.num_tokens = self.prompt_len + self.output
 
 
 @dataclass
@@ -214,6 +213,7 @@ class EngineCore:
                 finished.append(seq)
                 continue
             seq.output += 1
+            seq.num_tokens += 1
             self.generation_tokens_total += 1
             if index == 0:
                 seq.first_token = end

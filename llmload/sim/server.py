@@ -166,6 +166,7 @@ class SimServer:
     def _emit(self, res: StepResult) -> None:
         t = res.end
         m, h = self.metrics, self.health
+        gaps: dict[float, int] = {}  # ITL observations grouped: in a decode batch they are all equal
         for e in res.emissions:
             seq = e.seq
             st: RequestState = seq.ctx
@@ -182,16 +183,19 @@ class SimServer:
                 m.ttft.observe(t - seq.arrival)
                 m.queue.observe((seq.first_scheduled or seq.arrival) - seq.arrival)
             else:
-                m.itl.observe(t - st.last_token_t)
+                gap = t - st.last_token_t
+                gaps[gap] = gaps.get(gap, 0) + 1
             st.last_token_t = t
             text = token_text(st.plan, i)
             if e.finish_reason is None:
-                if st.stream:
+                if not st.stream:
+                    st.text.append(text)
+                elif st.interval == 1 and st.sent_role and not st.pending and not st.proto.paused:
+                    st.proto.send(st.fmt.content(text, i + 1))  # the hot path: one token, one chunk
+                else:
                     st.pending.append(text)
                     if i == 0 or len(st.pending) >= st.interval:
                         st.flush(i + 1)
-                else:
-                    st.text.append(text)
                 continue
             m.e2e.observe(t - seq.arrival)
             if e.finish_reason == "stop":
@@ -199,6 +203,8 @@ class SimServer:
             else:
                 h.finished_length += 1
             self._finish(seq, st, text, e.finish_reason)
+        for gap, n in gaps.items():
+            m.itl.observe(gap, n)
 
     def _finish(self, seq: Sequence, st: RequestState, text: str, reason: str) -> None:
         n = seq.output
