@@ -74,7 +74,9 @@ def _header(rep: Report) -> str:
         parts.append(
             '<div class="banner bad" id="client-banner"><b>The load generator was unreliable</b>: '
             f"event-loop lag p99 {_e(fmt(lag))} ms, CPU max {_e(fmt(cpu))}%. Latencies include client-side "
-            "delay; add workers or lower the load and rerun before comparing engines.</div>"
+            "delay; add workers or lower the load and rerun before comparing engines."
+            + "".join(f"<br>{_e(r)}" for r in client.get("unreliable_reasons") or [])
+            + "</div>"
         )
     return "\n".join(parts)
 

@@ -38,6 +38,7 @@ def render_markdown_report(rep: Report) -> str:
             f"> **Warning:** the load generator was unreliable (event-loop lag p99 {fmt(lag)} ms); "
             "latencies include client-side delay."
         )
+        lines += [f"> - {r}" for r in client.get("unreliable_reasons") or []]
     lines += ["", "### Summary", ""]
     rows = [[r[k] for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
     lines += _table([h for _, h in SUMMARY_COLUMNS], rows)
