@@ -8,6 +8,7 @@ exact histograms. ``master`` / ``worker`` are the same pieces for many hosts.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import subprocess
 import sys
@@ -41,8 +42,28 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     if cmd in ("ui", "master"):
         ap.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (default loopback only)")
         ap.add_argument("--web-port", type=int, default=8089)
-    ap.add_argument("--influx", default="", help="InfluxDB URL (see README: telemetry)")
+    from llmload.sinks.influx_config import add_influx_arguments
+
+    add_influx_arguments(ap)
     return ap
+
+
+def _influx_override(a: argparse.Namespace, sc: object) -> dict | None:
+    """The effective InfluxDB settings when --influx* options were given (None: keep the scenario's)."""
+    from pydantic import ValidationError
+
+    from llmload.sinks.influx_config import InfluxConfig, influx_config_from_args
+    from llmload.yamlsrc import InputError
+
+    given = any(v is not None for k, v in vars(a).items() if k.startswith("influx"))
+    if not given:
+        return None
+    base = InfluxConfig.model_validate(sc.influx) if getattr(sc, "influx", None) else None  # type: ignore[attr-defined]
+    try:
+        cfg = influx_config_from_args(a, base)
+    except (ValidationError, ValueError) as e:
+        raise InputError(f"--influx: {str(e).splitlines()[0]}") from None
+    return cfg.model_dump(exclude_none=True) if cfg is not None else None
 
 
 def _free_port() -> int:
@@ -61,7 +82,8 @@ def run_command(cmd: str, argv: list[str]) -> int:
     from llmload.yamlsrc import InputError
 
     try:
-        load_scenario(a.scenario, a.set)
+        sc = load_scenario(a.scenario, a.set)
+        influx = _influx_override(a, sc)
     except InputError as e:
         print(f"llmload: {e}", file=sys.stderr)
         return 2
@@ -78,8 +100,8 @@ def run_command(cmd: str, argv: list[str]) -> int:
         largs.append("--llm-no-reports")
     if a.allow_worker_loss:
         largs.append("--allow-worker-loss")
-    if a.influx:
-        largs += ["--set", f"influx.url={a.influx}"]
+    if influx is not None:
+        largs += ["--set", "influx=" + json.dumps(influx)]
     workers = getattr(a, "workers", 0)
     procs: list[subprocess.Popen[bytes]] = []
     if cmd == "run":

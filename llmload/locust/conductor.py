@@ -56,6 +56,9 @@ class Conductor:
         self.known_workers: dict[str, float] = {}
         self.cpu_samples: list[float] = []
         self.sinks: list[Any] = []  # objects with interval(row) / event(kind, text)
+        self.scraper: Any = None  # TelemetryScraper (engine /metrics, DCGM text -> telemetry.jsonl)
+        self.influx_stats: dict[str, Any] | None = None
+        self.run_id = ""
         self._interval_greenlet: gevent.Greenlet | None = None
         self._last_interval = time.time()
 
@@ -292,6 +295,11 @@ class Conductor:
                 except Exception as e:  # noqa: BLE001
                     log.warning("llmload: sink interval failed: %s", e)
             prog[t] = {**row, "requests_total": self.agg.completed(t)}
+        if self.scraper is not None:
+            try:
+                self.scraper.scrape(now)
+            except Exception as e:  # noqa: BLE001 - telemetry is best effort
+                log.warning("llmload: telemetry scrape failed: %s", e)
         self.results.flush()
         if self.progress:
             sys.stderr.write(progress_line(now - (self.run_t0 or self.started_at), prog) + "\n")

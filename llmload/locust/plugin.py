@@ -22,6 +22,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from llmload.finish import EXIT_INPUT, finalize
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
+from llmload.locust.telemetry_hook import SinkAdapter, TelemetryScraper, close_sink, make_sink, target_tags
 from llmload.locust.users import make_user_class
 from llmload.scenario import validate_data
 from llmload.sinks.terminal import render_table
@@ -48,6 +49,7 @@ class State:
     conductor: Conductor | None = None
     prepared: Any = None
     allow_worker_loss = False
+    sink: Any = None
     exit_code: int | None = None
     summary: dict[str, Any] | None = None
 
@@ -144,6 +146,15 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     conductor = Conductor(run, results_dir, distributed=distributed, progress=progress)
     conductor.run_id = run_id  # type: ignore[attr-defined]
     STATE.run, STATE.conductor = run, conductor
+    try:
+        STATE.sink = make_sink(
+            sc, run_id, results_dir / "influx-spool", "master" if distributed else "local", run.collector
+        )
+    except ValueError as e:
+        raise InputError(f"{sc.source}: influx: {e}".splitlines()[0]) from None
+    if STATE.sink is not None:
+        conductor.sinks.append(SinkAdapter(STATE.sink, target_tags(sc)))
+    conductor.scraper = TelemetryScraper(sc, conductor.results, STATE.sink)
     environment.user_classes = [
         make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets
     ]
@@ -208,6 +219,7 @@ def _on_test_start(environment: Any, **_: Any) -> None:
             "source": c.sc.source,
             "index": {cid: i for i, cid in enumerate(ids)},
             "count": len(ids),
+            "run_id": c.run_id,
         }
         for cid in ids:
             runner.send_message(MSG_SCENARIO, data, client_id=cid)
@@ -237,11 +249,14 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     if STATE.run is not None:
         STATE.run.stop_lag_monitor()
     if c is None:
+        close_sink(STATE.sink)  # a worker's llm_request points
         return
     try:
         c.stop_intervals()
         c.ended_at = time.time()
         c.pull()
+        c.event("stop", "run finished")
+        c.influx_stats = close_sink(STATE.sink)
         opts = environment.parsed_options
         summary, code = finalize(
             c,
