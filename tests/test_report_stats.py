@@ -89,3 +89,17 @@ def test_efficiency_figures_follow_their_definitions(tmp_path: Path) -> None:
     )
     assert tokens > 0 and eff["two"].energy_j == pytest.approx(joules)
     assert eff["two"].tokens_per_joule == pytest.approx(tokens / joules)
+
+
+def test_energy_falls_back_to_integrated_power(tmp_path: Path) -> None:
+    d = write_results_dir(tmp_path / "run", [SynthTarget("one")], requests_per_target=60, telemetry=True)
+    run = load_run(d)
+    run.telemetry = [s for s in run.telemetry if s["metric"] != "energy_joules"]
+    start, end = run.run["measure_start"], run.run["measure_end"]
+    power = sorted(
+        (s["t"], s["value"]) for s in run.telemetry if s["metric"] == "power_watts" and start <= s["t"] <= end
+    )
+    assert len(power) >= 3 and len({w for _, w in power}) > 1  # power varies, so the integral is not trivial
+    joules = sum((t2 - t1) * (w1 + w2) / 2 for (t1, w1), (t2, w2) in zip(power, power[1:], strict=False))
+    [e] = efficiency(run)
+    assert e.energy_source == "power_watts" and e.energy_j == pytest.approx(joules)

@@ -186,7 +186,13 @@ def telemetry(run: RunData, metric: str, title: str, y: str, key: str, scale: fl
         )
     if not fig.data:
         return None
-    return Chart(key, title, _layout(fig, title, "time since measurement start (s)", y))
+    _layout(fig, title, "time since measurement start (s)", y)
+    fig.update_yaxes(rangemode="tozero")
+    if metric == "memory_used_bytes":  # flat under vLLM/Aphrodite: show it against the card's size
+        totals = [float(s["value"]) * scale for s in run.telemetry if s.get("metric") == "memory_total_bytes"]
+        if totals:
+            fig.update_yaxes(range=[0, max(totals) * 1.05])
+    return Chart(key, title, fig)
 
 
 def client_health(run: RunData) -> Chart | None:

@@ -6,7 +6,8 @@
 - Tokens per dollar: ``output_tok_s * 3600 / cost_per_hour``.
 - Tokens per joule: output tokens counted by timeseries.jsonl intervals that end inside the span of
   the target's ``energy_joules`` samples, divided by the energy used over that span (last minus
-  first cumulative reading, summed over the target's GPUs). Needs GPU telemetry with energy.
+  first cumulative reading, summed over the target's GPUs). Without energy counters, the energy is
+  the integral of ``power_watts`` samples over time (trapezoids). Needs GPU telemetry.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Efficiency:
     cost_per_hour: float | None
     tokens_per_dollar: float | None
     energy_j: float | None
+    energy_source: str  # "energy_joules", "power_watts" (integrated) or ""
     tokens_per_joule: float | None
 
 
@@ -43,27 +45,46 @@ def _gpus(block: dict[str, Any], run: RunData, target: str) -> tuple[int | None,
     return (len(ids), "telemetry") if ids else (None, "")
 
 
-def _energy(run: RunData, target: str) -> tuple[float | None, float | None, float | None]:
-    """(joules used, span start, span end) from cumulative energy_joules samples, summed over GPUs."""
+def _series(run: RunData, target: str, metric: str) -> dict[str, list[tuple[float, float]]]:
     per_gpu: dict[str, list[tuple[float, float]]] = {}
     for s in run.telemetry:
-        if s.get("target") == target and s.get("metric") == "energy_joules" and run.in_window(s):
+        if (
+            s.get("target") == target
+            and s.get("metric") == metric
+            and run.in_window(s)
+            and s.get("value") is not None
+        ):
             per_gpu.setdefault(str(s.get("gpu", "")), []).append((float(s["t"]), float(s["value"])))
-    if not per_gpu:
-        return None, None, None
-    total = 0.0
-    starts: list[float] = []
-    ends: list[float] = []
     for samples in per_gpu.values():
         samples.sort()
-        if len(samples) < 2:
-            continue
-        total += max(0.0, samples[-1][1] - samples[0][1])
-        starts.append(samples[0][0])
-        ends.append(samples[-1][0])
-    if not starts or total <= 0:
-        return None, None, None
-    return total, min(starts), max(ends)
+    return per_gpu
+
+
+def _energy(run: RunData, target: str) -> tuple[float | None, float | None, float | None, str]:
+    """(joules used, span start, span end, source), summed over the target's GPUs.
+
+    From cumulative ``energy_joules`` (last minus first reading) when present, else by integrating
+    ``power_watts`` over time (trapezoids between samples).
+    """
+    for metric in ("energy_joules", "power_watts"):
+        total = 0.0
+        starts: list[float] = []
+        ends: list[float] = []
+        for samples in _series(run, target, metric).values():
+            if len(samples) < 2:
+                continue
+            if metric == "energy_joules":
+                total += max(0.0, samples[-1][1] - samples[0][1])
+            else:
+                total += sum(
+                    (t2 - t1) * (w1 + w2) / 2.0
+                    for (t1, w1), (t2, w2) in zip(samples, samples[1:], strict=False)
+                )
+            starts.append(samples[0][0])
+            ends.append(samples[-1][0])
+        if starts and total > 0:
+            return total, min(starts), max(ends), metric
+    return None, None, None, ""
 
 
 def efficiency(run: RunData) -> list[Efficiency]:
@@ -74,7 +95,7 @@ def efficiency(run: RunData) -> list[Efficiency]:
         gpus, src = _gpus(block, run, target)
         cost = block.get("cost_per_hour")
         cost = float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
-        joules, a, b = _energy(run, target)
+        joules, a, b, energy_source = _energy(run, target)
         tpj = None
         if joules and a is not None and b is not None:
             lines = [x for x in run.timeseries if x.get("target") == target and a < float(x.get("t", 0)) <= b]
@@ -92,6 +113,7 @@ def efficiency(run: RunData) -> list[Efficiency]:
                 cost_per_hour=cost,
                 tokens_per_dollar=tps * 3600.0 / cost if tps is not None and cost else None,
                 energy_j=joules,
+                energy_source=energy_source,
                 tokens_per_joule=tpj,
             )
         )

@@ -145,7 +145,11 @@ def _efficiency(rep: Report) -> str:
                 _e(fmt(e.tok_s_per_gpu)),
                 _e(fmt(e.cost_per_hour)),
                 _e(fmt(e.tokens_per_dollar)),
-                _e(fmt(e.energy_j / 1000.0) if e.energy_j else "-"),
+                _e(
+                    f"{fmt(e.energy_j / 1000.0)}{' (from power)' if e.energy_source == 'power_watts' else ''}"
+                    if e.energy_j
+                    else "-"
+                ),
                 _e(fmt(e.tokens_per_joule)),
             ]
         )
@@ -161,7 +165,8 @@ def _efficiency(rep: Report) -> str:
     ]
     note = (
         '<p class="note">GPUs from the target label <code>gpus</code> or the GPU telemetry; tokens per $ = '
-        "output tok/s x 3600 / cost_per_hour; tokens per J from cumulative energy_joules telemetry.</p>"
+        "output tok/s x 3600 / cost_per_hour; tokens per J from cumulative energy_joules telemetry, or from power_watts "
+        "integrated over time.</p>"
     )
     return '<h2 id="efficiency">Cost and efficiency</h2>' + _table(headers, rows) + note
 
