@@ -231,7 +231,7 @@ def _telemetry(targets: list[SynthTarget], ts: list[dict[str, Any]]) -> list[dic
             }
         )
         for g in range(t.gpus):
-            power = 300.0 + 20.0 * line["in_flight"]
+            power = 250.0 + 20.0 * line["in_flight"] + 0.5 * line["output_tok_s"]
             e = energy[(t.name, g)] = energy.get((t.name, g), 1.0e6) + power * line["interval_s"]
             for metric, value in (
                 ("memory_used_bytes", 70.0 * 2**30),
