@@ -61,8 +61,8 @@ def diff_ci(
     done = 0
     while done < resamples:
         k = min(step, resamples - done)
-        idx_b = rng.integers(0, n_b, size=(k, n_b))
-        idx_c = idx_b if paired else rng.integers(0, n_c, size=(k, n_c))
+        idx_b = rng.integers(0, n_b, size=(k, n_b), dtype=np.int32)
+        idx_c = idx_b if paired else rng.integers(0, n_c, size=(k, n_c), dtype=np.int32)
         diffs.append(cand_stat(cand[idx_c]) - stat(base[idx_b]))
         done += k
     d = np.concatenate(diffs, axis=1)

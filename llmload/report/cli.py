@@ -14,7 +14,8 @@ from typing import NoReturn
 import orjson
 
 from llmload.report.compare import Comparison, compare_runs, compare_targets
-from llmload.report.html import build_html
+from llmload.report.html import render_html
+from llmload.report.model import build_report
 from llmload.report.outputs import write_all
 from llmload.report.results import BadResults
 
@@ -57,11 +58,10 @@ def report_main(argv: list[str] | None = None) -> int:
 
     def body(args: argparse.Namespace) -> int:
         if args.output is not None:
-            path = build_html(args.results_dir, args.output)
-            print(f"wrote {path}")
-            from llmload.report.model import build_report
-
             rep = build_report(args.results_dir)
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(render_html(rep), encoding="utf-8")
+            print(f"wrote {args.output}")
             status, slo_passed, failed = rep.run.status, rep.slo_passed, rep.failed_slos
         else:
             out = write_all(args.results_dir)
