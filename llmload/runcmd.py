@@ -108,7 +108,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
         largs.append("--headless")
     else:
         largs += ["--web-host", a.web_host, "--web-port", str(a.web_port)]
-    if cmd == "master" or workers:
+    if cmd == "master" or workers or getattr(a, "expect_workers", 0):
         port = a.master_bind_port or _free_port()
         expect = a.expect_workers or workers or 1
         largs += ["--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port)]

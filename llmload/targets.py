@@ -57,6 +57,16 @@ class Prepared:
                 s.proc.wait()
 
 
+def _die_with_parent() -> None:
+    """Linux: the simulator gets SIGTERM if llmload dies (even by SIGKILL), so none is orphaned."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20.0) -> Prepared:
     """Start one simulator process per sim target that has no base_url."""
     prepared = Prepared()
@@ -81,7 +91,13 @@ def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20
             cmd += ["--seed", str(seed)]
             log_path = log_dir / f"sim-{t.name}.log"
             with open(log_path, "wb") as log:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                proc = subprocess.Popen(
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=_die_with_parent,
+                )
             deadline = time.monotonic() + timeout_s
             while not port_file.exists():
                 if proc.poll() is not None:

@@ -59,6 +59,8 @@ class Conductor:
         self.scraper: Any = None  # TelemetryScraper (engine /metrics, DCGM text -> telemetry.jsonl)
         self.influx_stats: dict[str, Any] | None = None
         self.run_id = ""
+        self.scenario_sent_to: list[str] = []
+        self.send_scenario: Any = None  # plugin.send_scenario (master), set by the plugin
         self._interval_greenlet: gevent.Greenlet | None = None
         self._last_interval = time.time()
 
@@ -68,6 +70,8 @@ class Conductor:
         self.pull()
         if self.distributed:
             self.check_workers(now)
+        if self.distributed and self.send_scenario is not None:
+            self.send_scenario(self, self.env.runner)
         if self.state == "init":
             self.run_t0 = now
             self.enter_step(0, now)
@@ -107,15 +111,15 @@ class Conductor:
                     self.env.runner.send_message(MSG_ABORT, {})
                 else:
                     gevent.spawn(self.run.abort_inflight)
-            return (0, 1000.0, None)
+            return (0, 50.0, None)
         if self.state == "running":
             return self.users_for(self.run.plan[self.step_no])
-        return (0, 1000.0, None)
+        return (0, 50.0, None)
 
     def users_for(self, ps: Any) -> tuple[int, float, list[Any] | None]:
         st = ps.step
         if st.open_loop:
-            return (0, 1000.0, None)
+            return (0, 50.0, None)
         n = len(ps.targets)
         classes = [self.env.user_classes_by_name[class_name(t)] for t in ps.targets]
         total = st.users * n

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from locust import LoadTestShape, events
+from locust import runners as locust_runners
 from locust.runners import MasterRunner, WorkerRunner
 
 from llmload.finish import EXIT_INPUT, finalize
@@ -29,6 +30,10 @@ from llmload.sinks.terminal import render_table
 from llmload.yamlsrc import InputError
 
 log = logging.getLogger("llmload")
+
+# A worker whose master vanished stops after this many seconds without a heartbeat
+# (Locust's default is 60 s). Override with LLMLOAD_MASTER_TIMEOUT.
+locust_runners.MASTER_HEARTBEAT_TIMEOUT = int(os.environ.get("LLMLOAD_MASTER_TIMEOUT", "15"))
 
 
 class PlanShape(LoadTestShape):
@@ -50,6 +55,7 @@ class State:
     prepared: Any = None
     allow_worker_loss = False
     sink: Any = None
+    pending_step: dict[str, Any] | None = None
     exit_code: int | None = None
     summary: dict[str, Any] | None = None
 
@@ -155,6 +161,7 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     if STATE.sink is not None:
         conductor.sinks.append(SinkAdapter(STATE.sink, target_tags(sc)))
     conductor.scraper = TelemetryScraper(sc, conductor.results, STATE.sink)
+    conductor.send_scenario = send_scenario
     environment.user_classes = [
         make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets
     ]
@@ -186,11 +193,15 @@ def _on_scenario_message(msg: Any, **_: Any) -> None:
     ]
     env.stop_timeout = sc.load.stop_grace
     run.start_lag_monitor()
+    if STATE.pending_step is not None:
+        d = STATE.pending_step
+        run.apply_step(d["number"], d["t0"], d["run_t0"])
 
 
 def _on_step_message(msg: Any, **_: Any) -> None:
+    d = msg.data
+    STATE.pending_step = d
     if STATE.run is not None:
-        d = msg.data
         STATE.run.apply_step(d["number"], d["t0"], d["run_t0"])
 
 
@@ -213,21 +224,29 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     if c is None:
         return
     if isinstance(runner, MasterRunner):
-        ids = sorted(runner.clients.keys())
-        data = {
-            "scenario": c.sc.model_dump(mode="json", exclude_none=True),
-            "source": c.sc.source,
-            "index": {cid: i for i, cid in enumerate(ids)},
-            "count": len(ids),
-            "run_id": c.run_id,
-        }
-        for cid in ids:
-            runner.send_message(MSG_SCENARIO, data, client_id=cid)
-            c.known_workers[cid] = time.time()
+        send_scenario(c, runner)
     else:
         c.run.start_lag_monitor()
     c.started_at = time.time()
     c.start_intervals()
+
+
+def send_scenario(c: Conductor, runner: Any) -> None:
+    """Master: give every connected worker the resolved scenario, its index and the worker count."""
+    ids = sorted(runner.clients.keys())
+    if ids == sorted(c.scenario_sent_to):
+        return
+    data = {
+        "scenario": c.sc.model_dump(mode="json", exclude_none=True),
+        "source": c.sc.source,
+        "index": {cid: i for i, cid in enumerate(ids)},
+        "count": len(ids),
+        "run_id": c.run_id,
+    }
+    for cid in ids:
+        runner.send_message(MSG_SCENARIO, data, client_id=cid)
+        c.known_workers.setdefault(cid, time.time())
+    c.scenario_sent_to = list(ids)
 
 
 @events.report_to_master.add_listener

@@ -1,0 +1,194 @@
+"""Distributed runs: a real Locust master and real worker processes on loopback, against simulators."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scenario(duration: str, users: int = 4) -> str:
+    return f"""\
+name: dist
+targets:
+  - name: fast-a
+    kind: sim
+    sim: {{profile: test-fast-a}}
+  - name: fast-b
+    kind: sim
+    sim: {{profile: test-fast-b}}
+workload:
+  input_tokens: 40
+  output_tokens: 32
+load:
+  users: {users}
+  duration: {duration}
+  warmup: 1s
+  stop_grace: 10s
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def nearest_rank(values: list[float], p: float) -> float:
+    xs = sorted(values)
+    return xs[max(1, math.ceil(p / 100 * len(xs))) - 1]
+
+
+def test_master_and_two_workers_merge_exactly(tmp_path: Path) -> None:
+    scn = tmp_path / "dist.yaml"
+    scn.write_text(scenario("8s"))
+    out = tmp_path / "r"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmload",
+            "run",
+            str(scn),
+            "--workers",
+            "2",
+            "--results",
+            str(out),
+            "--no-reports",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert summary["run"]["mode"] == "distributed"
+    workers = {x["worker"] for x in lines}
+    assert len(workers) == 2, workers  # both workers sent requests
+    for name, t in summary["targets"].items():
+        mine = [x for x in lines if x["target"] == name]
+        assert t["requests"]["sent"] == len(mine) > 0
+        ok = [x for x in mine if x["status"] == "ok" and x["level"] != "warmup"]
+        assert t["latency_ms"]["ttft"]["count"] == len(ok)
+        for p in (50, 99):
+            want = nearest_rank([x["ttft_ms"] for x in ok], p)
+            assert abs(t["latency_ms"]["ttft"][f"p{p}"] - want) <= 0.002
+            want_e2e = nearest_rank([x["e2e_ms"] for x in ok], p)
+            assert abs(t["latency_ms"]["e2e"][f"p{p}"] - want_e2e) <= 0.002
+        assert t["tokens"]["output"] == sum(x["output_tokens"] for x in ok)
+        # indexes are disjoint between workers and dense: a deterministic split of one sequence
+        idx = sorted(x["index"] for x in mine)
+        assert len(set(idx)) == len(idx)
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "llmload", *args],
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, "LLMLOAD_MASTER_TIMEOUT": "8"},
+    )
+
+
+@pytest.mark.timeout(180)
+def test_killed_worker_marks_the_run_degraded_and_exits_3(tmp_path: Path) -> None:
+    scn = tmp_path / "dist.yaml"
+    scn.write_text(scenario("14s"))
+    out = tmp_path / "r"
+    port = free_port()
+    master = _spawn(
+        [
+            "run",
+            str(scn),
+            "--expect-workers",
+            "2",
+            "--master-bind-port",
+            str(port),
+            "--results",
+            str(out),
+            "--no-reports",
+        ],
+        tmp_path / "master.log",
+    )
+    workers = [_spawn(["worker", "--master-port", str(port)], tmp_path / f"w{i}.log") for i in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "requests.jsonl").exists() or not (out / "requests.jsonl").read_text().strip():
+            assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-3000:]
+            assert master.poll() is None, (tmp_path / "master.log").read_text()[-3000:]
+            time.sleep(0.5)
+        time.sleep(2)
+        os.kill(workers[0].pid, signal.SIGKILL)
+        t_kill = time.time()
+        code = master.wait(120)
+    finally:
+        for p in [master, *workers]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    log = (tmp_path / "master.log").read_text()
+    assert code == 3, log[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    run = summary["run"]
+    assert run["status"] == "degraded"
+    lost = run["lost_workers"]
+    assert len(lost) == 1
+    assert 0 <= lost[0]["t"] - t_kill <= 10.0  # detected within 10 s
+    assert any("lost" in r for r in run["reasons"])
+    events = (out / "events.jsonl").read_text()
+    assert "worker_lost" in events
+    # the surviving worker's requests are all accounted for
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    for name, t in summary["targets"].items():
+        assert t["requests"]["sent"] == sum(1 for x in lines if x["target"] == name)
+
+
+@pytest.mark.timeout(120)
+def test_workers_stop_when_the_master_disappears(tmp_path: Path) -> None:
+    scn = tmp_path / "dist.yaml"
+    scn.write_text(scenario("60s", users=2))
+    out = tmp_path / "r"
+    port = free_port()
+    master = _spawn(
+        [
+            "run",
+            str(scn),
+            "--expect-workers",
+            "1",
+            "--master-bind-port",
+            str(port),
+            "--results",
+            str(out),
+            "--no-reports",
+        ],
+        tmp_path / "master.log",
+    )
+    worker = _spawn(["worker", "--master-port", str(port)], tmp_path / "w.log")
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "requests.jsonl").exists() or not (out / "requests.jsonl").read_text().strip():
+            assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-3000:]
+            time.sleep(0.5)
+        # its simulators get SIGTERM through PR_SET_PDEATHSIG
+        os.kill(master.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        worker.wait(40)
+        assert time.monotonic() - t0 < 30  # LLMLOAD_MASTER_TIMEOUT=8 s plus shutdown
+    finally:
+        for p in (master, worker):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
