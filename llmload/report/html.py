@@ -96,7 +96,18 @@ def _summary(rep: Report) -> str:
         '<h2 id="summary">Summary per target</h2>'
         + _table([h for _, h in SUMMARY_COLUMNS], rows, (3,))
         + note
+        + "<details><summary>Targets</summary>"
+        + _table(["target", "kind", "model", "labels"], _targets(rep), (1, 2, 3))
+        + "</details>"
     )
+
+
+def _targets(rep: Report) -> list[list[str]]:
+    out = []
+    for name, block in rep.run.targets.items():
+        labels = ", ".join(f"{k}={v}" for k, v in (block.get("labels") or {}).items())
+        out.append([_e(name), _e(block.get("kind", "-")), _e(block.get("model", "-")), _e(labels or "-")])
+    return out
 
 
 def _slo(rep: Report) -> str:
