@@ -64,22 +64,23 @@ def make_request(port: int, body: dict) -> bytes:
 def drive(
     port: int,
     users: int,
-    body: dict,
+    body: Callable[[int], dict],
     repeat: bool,
     duration_s: float,
     at: tuple[float, Callable[[], None]] | None = None,
 ) -> list[User]:
-    """Open ``users`` keep-alive connections; each sends ``body`` (again and again when ``repeat``).
+    """Open ``users`` keep-alive connections; each sends ``body(n)`` for its n-th request in all (again and
+    again when ``repeat``).
 
     ``at=(seconds, callback)`` calls back once, that long after the start."""
     sel = selectors.DefaultSelector()
-    req = make_request(port, body)
+    sent = 0
     us: list[User] = []
     for _ in range(users):
         s = socket.create_connection(("127.0.0.1", port))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        u = User(s, req, repeat)
-        us.append(u)
+        us.append(User(s, make_request(port, body(sent)), repeat))
+        sent += 1
     for u in us:
         u.sent_at = time.perf_counter()
         u.sock.sendall(u.request)
@@ -110,6 +111,8 @@ def drive(
                 u.stamps = []
                 u.buf_tail = b""
                 if u.repeat and now < deadline:
+                    u.request = make_request(port, body(sent))
+                    sent += 1
                     u.sent_at = time.perf_counter()
                     u.sock.sendall(u.request)  # small request: fits the socket buffer
                 else:
@@ -166,8 +169,8 @@ def capacity(streams: int, step_ms: float, tokens: int) -> dict[str, float]:
         "per_prefill_token_ms": 0,
         "per_context_ktoken_ms": 0,
     }
-    body = {"messages": [{"role": "user", "content": "bench"}], "max_tokens": tokens, "ignore_eos": True,
-            "stream": True}  # fmt: skip
+    req = {"messages": [{"role": "user", "content": "bench"}], "max_tokens": tokens, "ignore_eos": True,
+           "stream": True}  # fmt: skip
     with SimProcess(["--profile-json", json.dumps(prof), "--log-level", "error"]) as sim:
         assert sim.proc is not None
         if PIN:
@@ -183,7 +186,7 @@ def capacity(streams: int, step_ms: float, tokens: int) -> dict[str, float]:
         def mark() -> None:  # server figures once every stream is running (after start-up)
             steady.update(sim_metrics(sim.base_url))
 
-        users = drive(sim.port, streams, body, repeat=False, duration_s=tokens * step_ms / 1000 * 2 + 10,
+        users = drive(sim.port, streams, lambda _r: req, repeat=False, duration_s=tokens * step_ms / 1000 * 2 + 10,
                       at=(2.0, mark))  # fmt: skip
         wall = time.perf_counter() - t0
         cpu = cpu_seconds(sim.proc.pid) - cpu0
@@ -223,18 +226,22 @@ def capacity(streams: int, step_ms: float, tokens: int) -> dict[str, float]:
     }
 
 
-def calibration_prompt() -> str:
-    # 142 short words -> 1 + 4 + 142 + 3 = 150 prompt tokens (see llmload/sim/tokens.py)
-    return " ".join(f"w{i % 97}" for i in range(142))
+def calibration_content(r: int) -> str:
+    """Request r's message: 142 distinct short (hex) words -> 1 + 4 + 142 + 3 = 150 prompt tokens, no
+    prefix shared between requests (see llmload/sim/tokens.py)."""
+    return " ".join(f"{(r * 142 + k) % 999999:x}" for k in range(142))
 
 
 def calibrate(name: str, users: int, duration_s: float, warmup_s: float, target: float) -> dict[str, float]:
     prof = load_profile(name)
-    content = calibration_prompt()
-    prompt_ids = chat_token_ids([("user", content)])
-    analytic = closed_loop(prof, users, 10 * users, lambda i: prompt_ids, 256).throughput
-    body = {"model": prof.model, "messages": [{"role": "user", "content": content}], "max_tokens": 256,
-            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    prompt_len = len(chat_token_ids([("user", calibration_content(0))]))
+    analytic = closed_loop(prof, users, 10 * users, lambda i: chat_token_ids([("user", calibration_content(i))]),
+                           256).throughput  # fmt: skip
+
+    def body(r: int) -> dict:
+        return {"model": prof.model, "messages": [{"role": "user", "content": calibration_content(r)}],
+                "max_tokens": 256, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+
     with SimProcess(["--profile", name, "--log-level", "error"]) as sim:
         assert sim.proc is not None
         if PIN:
@@ -252,7 +259,7 @@ def calibrate(name: str, users: int, duration_s: float, warmup_s: float, target:
         "analytic_tok_s": analytic,
         "error_pct": (got / duration_s / target - 1) * 100,
         "requests": done,
-        "prompt_tokens": len(prompt_ids),
+        "prompt_tokens": prompt_len,
         "ttft_p50_ms": statistics.median(ttfts) * 1000,
         "lag_max_ms": m["llmload_sim_clock_lag_max_seconds"] * 1000,
         "late_steps": m["llmload_sim_late_steps_total"],

@@ -353,3 +353,13 @@ def test_kv_overflow_over_http_preempts_and_still_completes() -> None:
     for status, ev in results:
         assert status == 200 and ev[-1] == "[DONE]" and ev[-2]["usage"]["completion_tokens"] == 300
     assert sample_value(fams, "vllm:num_preemptions", "vllm:num_preemptions_total") > 0
+
+
+def test_stream_interval_merges_tokens_and_usage_counts_them() -> None:
+    args = ["--profile-json", profile_json("test-fast-b", stream_interval=4), "--log-level", "warning"]
+    with SimProcess(args) as sim:
+        _, ev = stream(sim.base_url, "/v1/chat/completions", chat(10, stream_options={}))
+    content = [e for e in ev[1:-1] if e["choices"]]
+    per_chunk = [e["choices"][0]["delta"]["content"].count(" tok") for e in content]
+    assert per_chunk == [1, 4, 4, 1]  # the first token alone, then every 4, the rest at the end
+    assert [e["usage"]["completion_tokens"] for e in content] == [1, 5, 9, 10]
