@@ -227,8 +227,13 @@ def main() -> int:
         f"  loop lag p99 ratio on/off = {on['lag_p99'] / base['lag_p99']:.2f}x; added p99 = {added_p99:.3f} ms "
         f"(target < 1 ms: {'PASS' if added_p99 < 1.0 else 'MISS'})"
     )
-    ok_rate = on["written"] == on["fed"] and written_rate >= 0.95 * args.rate
-    print(f"  sustained {args.rate:,}/s: {'PASS' if ok_rate else 'MISS'}")
+    capacity = 1e6 / cpu_per_point_us if cpu_per_point_us > 0 else float("inf")
+    print(f"  one-core capacity of the sink at that cost = {capacity:,.0f} points/s (1e6 / CPU per point)")
+    kept_up = on["written"] == on["fed"] and on["pending_at_end"] <= max(10_000, args.rate // 2)
+    print(
+        f"  sustained {args.rate:,}/s (all written, backlog at feed end <= 0.5 s of points): "
+        f"{'PASS' if kept_up else 'MISS'}"
+    )
     return 0
 
 

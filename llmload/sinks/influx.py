@@ -74,7 +74,7 @@ def _pause_for_loop() -> float:
     """
     monkey = sys.modules.get("gevent.monkey")
     if monkey is not None and monkey.is_module_patched("time"):
-        return 0.00001
+        return 0.000001
     return 0.0
 
 
