@@ -77,6 +77,7 @@ def finalize(
         "stop_reason": c.stop_reason,
         "results_dir": str(c.results.dir),
         "influx": c.influx_stats if getattr(c, "influx_stats", None) else None,
+        "steps": c.level_meta,
     }
     summary = build_summary(
         scenario=sc,

@@ -32,6 +32,9 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     ap.add_argument(
         "--allow-worker-loss", action="store_true", help="a lost worker degrades the run but exits 0"
     )
+    ap.add_argument(
+        "--sim", action="store_true", help="run every target against its `sim:` stand-in (no GPU)"
+    )
     if cmd in ("run", "master"):
         ap.add_argument("--workers", type=int, default=0, help="run a master and N local worker processes")
         ap.add_argument(
@@ -77,6 +80,8 @@ def _free_port() -> int:
 def run_command(cmd: str, argv: list[str]) -> int:
     ap = _parser(cmd)
     a, extra = ap.parse_known_args(argv)
+    if a.sim:
+        a.set = ["simulate=true", *a.set]
     # Validate first: a bad file is one line and exit 2, before Locust starts.
     from llmload.scenario import load_scenario
     from llmload.yamlsrc import InputError

@@ -81,7 +81,10 @@ class Target(Strict):
     gpu_metrics_url: str | None = Field(None, description="DCGM-exporter text URL (scraped during the run)")
     labels: dict[str, str] = Field(default_factory=dict)
     cost_per_hour: float | None = Field(None, ge=0)
-    sim: SimSpec | None = None
+    sim: SimSpec | None = Field(
+        None,
+        description="kind sim: the simulator llmload starts; other kinds: the stand-in used with simulate: true",
+    )
 
     @field_validator("name")
     @classmethod
@@ -106,8 +109,6 @@ class Target(Strict):
             raise ValueError("base_url is required (only kind sim can be started by llmload)")
         if self.base_url is not None and not re.match(r"^https?://", self.base_url):
             raise ValueError("base_url must start with http:// or https://")
-        if self.kind != "sim" and self.sim is not None:
-            raise ValueError("`sim:` is only valid for kind sim")
         return self
 
 
@@ -188,7 +189,26 @@ class Scenario(Strict):
     slo: dict[str, Any] | None = None
     influx: dict[str, Any] | None = None
     output: Output = Field(default_factory=Output)
+    simulate: bool = Field(
+        False, description="run every target against its `sim:` stand-in (try a GPU scenario without GPUs)"
+    )
     source: str = Field("", exclude=True)
+
+    @model_validator(mode="after")
+    def _simulate(self) -> Scenario:
+        if not self.simulate:
+            return self
+        missing = [t.name for t in self.targets if t.kind != "sim" and t.sim is None]
+        if missing:
+            raise ValueError(f"simulate: true needs a `sim:` stand-in on target(s) {', '.join(missing)}")
+        for t in self.targets:
+            if t.kind != "sim":
+                t.labels.setdefault("simulated_kind", t.kind)
+                t.kind = "sim"
+                t.base_url = t.metrics_url = t.gpu_metrics_url = None
+                t.api_key_env = None
+        self.simulate = False  # applied: a dumped scenario re-validates as plain sim targets
+        return self
 
     @model_validator(mode="after")
     def _unique(self) -> Scenario:

@@ -90,18 +90,25 @@ def build_summary(
             **block,
         }
     levels = []
+    steps = (extra_run or {}).get("steps") or []
     for ph, lv in agg.level_order:
         if lv == WARMUP:
             continue
         d = agg.levels[(ph, lv)]
-        levels.append(
-            {
-                "phase": ph,
-                "level": lv,
-                "value": _level_value(lv),
-                "targets": {t: target_block(s, histograms=False) for t, s in d.items()},
-            }
-        )
+        blocks = {t: target_block(s, histograms=False) for t, s in d.items()}
+        for t, b in blocks.items():
+            meta = next(
+                (m for m in steps if m["phase"] == ph and m["level"] == lv and t in m["targets"]), None
+            )
+            if meta is not None and meta.get("end") is not None:
+                dur = max(1e-9, meta["end"] - meta["start"])
+                b["rate"] = {
+                    "target": meta.get("target_rate"),
+                    "achieved": round(b["requests"]["sent"] / dur, 4),
+                    "level_duration_s": round(dur, 3),
+                }
+                b["users"] = meta.get("users")
+        levels.append({"phase": ph, "level": lv, "value": _level_value(lv), "targets": blocks})
     run: dict[str, Any] = {
         "run_id": run_id,
         "scenario_name": scenario.name,
@@ -128,8 +135,7 @@ def build_summary(
     if extra_run:
         run.update(extra_run)
     out: dict[str, Any] = {"schema": SCHEMA, "run": run, "targets": targets}
-    if len(levels) > 1 or any(lv["phase"] != lv["level"] for lv in levels):
-        out["levels"] = levels
+    out["levels"] = levels
     return out
 
 

@@ -18,7 +18,9 @@ The request body's ``llmload_test`` object chooses the behaviour:
   socket without ending the chunked body (a cut stream).
 - ``{"mode": "stall", "stall_at": T_MONO, "stall_s": 2.0, ...timed options}``: like
   ``timed``, but a request arriving while ``stall_at <= now < stall_at + stall_s`` waits
-  until the stall ends before answering (a server that freezes for a while).
+  until the stall ends before answering (a server that freezes for a while). With
+  ``"stall_key": K, "stall_after_s": S`` instead of ``stall_at``, the stall starts S
+  seconds after the first request carrying that key.
 
 Any other path answers /health and /v1/models so readiness checks pass.
 """
@@ -34,6 +36,7 @@ import signal
 import time
 
 MONO = time.CLOCK_MONOTONIC
+STALL_FIRST: dict[str, float] = {}
 
 
 def now() -> float:
@@ -142,6 +145,10 @@ class Conn(asyncio.Protocol):
         if mode == "raw":
             self.raw(spec)
         elif mode == "stall":
+            key = spec.get("stall_key")
+            if key is not None:  # relative: the stall starts stall_after_s after the key's first request
+                first = STALL_FIRST.setdefault(key, t0)
+                spec = {**spec, "stall_at": first + float(spec.get("stall_after_s", 3.0))}
             start = float(spec["stall_at"])
             end = start + float(spec.get("stall_s", 2.0))
             if start <= t0 < end:

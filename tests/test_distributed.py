@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def scenario(duration: str, users: int = 4) -> str:
     return f"""\
 name: dist
+client: {{loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}}
 targets:
   - name: fast-a
     kind: sim

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SIM_SCENARIO = """\
 name: e2e
+client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}  # functional test; accuracy: test_timing
 targets:
   - name: fast-a
     kind: sim

@@ -234,9 +234,8 @@ def plan_steps(phases: list[Any]) -> list[Step]:
 def arrival_times(step: Step, seed: int, horizon: float | None = None) -> list[float]:
     """Seeded arrival offsets (seconds from the step start) for an open-loop step.
 
-    Ramping rates use time-varying Poisson (inversion of the integrated rate) or
-    evenly spaced arrivals in the integrated-rate domain (uniform). The same seed
-    gives the same schedule for every target: paired A/B.
+    Ramping rates map arrivals through the inverse of the integrated (linear) rate.
+    The same seed gives the same schedule for every target: paired A/B.
     """
     assert step.rate is not None
     dur = step.duration if step.duration is not None else horizon
@@ -253,13 +252,15 @@ def arrival_times(step: Step, seed: int, horizon: float | None = None) -> list[f
             out.append(t)
         return out
     total = (r0 + r1) / 2 * dur  # expected arrivals: integral of the rate
-    u = 0.0
-    while len(out) < limit:
-        u += rng.expovariate(1.0) if step.arrival == "poisson" else 1.0
-        if u > total:
-            break
-        out.append(_invert_linear(u, r0, r1, dur))
-    return out
+    n = min(limit, int(round(total)))
+    if step.arrival == "poisson":
+        # A Poisson process conditioned on its count: n independent uniform points in the
+        # integrated-rate domain. Gaps are exponential-like, and the phase sends exactly the
+        # target number of requests, so the achieved rate is not left to sampling luck.
+        us = sorted(rng.uniform(0.0, total) for _ in range(n))
+    else:
+        us = [(i + 0.5) * total / n for i in range(n)] if n else []
+    return [_invert_linear(u, r0, r1, dur) for u in us]
 
 
 def _invert_linear(u: float, r0: float, r1: float, dur: float) -> float:

@@ -60,6 +60,7 @@ class Conductor:
         self.influx_stats: dict[str, Any] | None = None
         self.run_id = ""
         self.scenario_sent_to: list[str] = []
+        self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
         self.send_scenario: Any = None  # plugin.send_scenario (master), set by the plugin
         self._interval_greenlet: gevent.Greenlet | None = None
         self._last_interval = time.time()
@@ -90,6 +91,7 @@ class Conductor:
             if done:
                 if st.settle_after > 0 and self.step_no + 1 < len(self.run.plan):
                     self.state = "settle"
+                    self._close_step(now)
                     self.settle_until = now + st.settle_after
                     self.broadcast_step(len(self.run.plan) + 1, now)  # no step: users idle, no arrivals
                     self.event("phase", f"settle {st.settle_after:g} s after {st.level}")
@@ -135,10 +137,22 @@ class Conductor:
         if number >= len(self.run.plan):
             self.start_drain("plan complete")
             return
+        self._close_step(now)
         self.step_no = number
         self.step_started = now
         self.state = "running"
         ps = self.run.plan[number]
+        self.level_meta.append(
+            {
+                "phase": ps.step.phase,
+                "level": ps.step.level,
+                "targets": list(ps.targets),
+                "start": now,
+                "end": None,
+                "target_rate": ps.step.rate,
+                "users": None if ps.step.open_loop else ps.step.users,
+            }
+        )
         self.broadcast_step(number, now)
         self.event(
             "phase",
@@ -154,9 +168,14 @@ class Conductor:
         if self.distributed:
             self.env.runner.send_message(MSG_STEP, data)
 
+    def _close_step(self, now: float) -> None:
+        if self.level_meta and self.level_meta[-1]["end"] is None:
+            self.level_meta[-1]["end"] = now
+
     def start_drain(self, reason: str) -> None:
         if self.state == "draining":
             return
+        self._close_step(time.time())
         self.state = "draining"
         self.stop_reason = self.stop_reason or reason
         self.drain_deadline = time.time() + self.sc.load.stop_grace
@@ -308,3 +327,10 @@ class Conductor:
         if self.progress:
             sys.stderr.write(progress_line(now - (self.run_t0 or self.started_at), prog) + "\n")
             sys.stderr.flush()
+
+    # --- web UI "LLM" tab (llmload/locust/webui.py) -----------------------------------
+    def live_rows(self) -> list[dict[str, Any]]:
+        """One row per target: recent rates and latencies plus run totals, from the merged figures."""
+        from llmload.locust.webui import LiveView
+
+        return LiveView.of(self).rows(self.agg)
