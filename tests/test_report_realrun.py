@@ -32,6 +32,9 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
         sys.executable, "-m", "llmload", "run", str(SCENARIO), "--results", str(d), "--quiet",
         "--set", "load.duration=4s", "--set", "load.warmup=1s", "--set", "load.users=4",
         "--set", "workload.output_tokens=32",
+        # the report is under test, not the client's health: a busy shared CI box must not turn the
+        # run invalid (exit 3) through event-loop lag
+        "--set", "client.loop_lag_threshold_ms=5000", "--set", "client.cpu_threshold_percent=100",
         # an SLO no engine can meet, and one every run meets
         "--set", "slo.ttft_p99_ms=0.001", "--set", "slo.error_rate=1",
     ]  # fmt: skip
@@ -43,8 +46,9 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
 
 def test_run_gates_on_the_missed_slo_and_junit_names_it(real_run: tuple[Path, int]) -> None:
     d, rc = real_run
-    assert rc == 1  # SLO missed
     summary = json.loads((d / "summary.json").read_text())
+    assert summary["run"]["status"] != "invalid", summary["run"]["reasons"]
+    assert rc == 1  # SLO missed
     targets = list(summary["targets"])
     assert len(targets) >= 2
     root = ET.parse(d / "junit.xml").getroot()
