@@ -1,0 +1,30 @@
+"""`make bench`: every benchmark, one after the other. Each prints its figures and ratios."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHES = ["bench_stream.py", "bench_sim.py", "bench_influx.py", "bench_distributed.py"]
+
+
+def main() -> int:
+    failed = []
+    for name in BENCHES:
+        path = HERE / name
+        if not path.exists():
+            continue
+        print(f"\n=== {name} ===", flush=True)
+        r = subprocess.run([sys.executable, str(path)], cwd=HERE.parent)
+        if r.returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"\nbenchmarks that failed to run: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
