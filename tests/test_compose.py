@@ -1,0 +1,489 @@
+"""The docker-compose stack, the llmload image and its entry point.
+
+No Docker engine exists here, so the compose file is validated as a file: by Debian's
+docker-compose 1.29.2 (`config -q`, offline), by the compose-spec JSON schema
+(check-jsonschema), and by structural checks on the file interpolated with .env.example.
+The image's entry point (docker/entrypoint.sh) is run for real, outside a container: two
+simulators, a Locust master and a worker started through it exchange a real distributed run
+that writes to a real VictoriaMetrics (InfluxDB v2 write API), and a collector started through
+it scrapes a real simulator. Missing tools skip the test locally and fail it when CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from llmload.scenario import load_scenario
+from tests.servers import free_port, victoria_metrics_server
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
+VENV_BIN = Path(sys.executable).parent
+ENGINES = ("vllm", "aphrodite", "aphrodite-v06")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
+_ENV_LINE = re.compile(r"^#?([A-Z][A-Z0-9_]*)=(.*)$")
+
+
+def require(tool: str) -> str:
+    path = shutil.which(tool) or (str(VENV_BIN / tool) if (VENV_BIN / tool).exists() else None)
+    if path:
+        return path
+    reason = f"{tool} is not installed (see docs/distributed.md, 'Validating the compose file')"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
+
+
+def env_example() -> tuple[dict[str, str], set[str]]:
+    """(values of the active lines, names of every documented variable, commented or not)."""
+    values: dict[str, str] = {}
+    documented: set[str] = set()
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        m = _ENV_LINE.match(line.strip())
+        if m:
+            documented.add(m.group(1))
+            if not line.startswith("#"):
+                values[m.group(1)] = m.group(2)
+    return values, documented
+
+
+def commented_value(name: str) -> str:
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        if line.startswith(f"#{name}="):
+            return line.split("=", 1)[1]
+    raise AssertionError(f".env.example has no commented alternative for {name}")
+
+
+def interpolate(obj: Any, env: dict[str, str]) -> Any:
+    """Compose-style ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error} substitution."""
+    if isinstance(obj, dict):
+        return {k: interpolate(v, env) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [interpolate(v, env) for v in obj]
+    if not isinstance(obj, str):
+        return obj
+
+    def sub(m: re.Match[str]) -> str:
+        name, op, arg = m.group(1), m.group(2), m.group(3)
+        value = env.get(name)
+        empty = value is None or (op is not None and op.startswith(":") and value == "")
+        if op in (":-", "-") and empty:
+            return arg
+        if op in (":?", "?") and empty:
+            raise AssertionError(f"{name} is required: {arg}")
+        return value or ""
+
+    return _VAR.sub(sub, obj)
+
+
+def raw_compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def compose() -> dict[str, Any]:
+    return interpolate(raw_compose(), env_example()[0])
+
+
+def env_file(tmp_path: Path) -> Path:
+    path = tmp_path / "compose.env"
+    shutil.copy(ENV_EXAMPLE, path)
+    return path
+
+
+# ---------------------------------------------------------------- the file, as tools read it
+
+
+def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
+    exe = require("docker-compose")
+    base = [exe, "--env-file", str(env_file(tmp_path)), "-f", str(COMPOSE)]
+    quiet = subprocess.run([*base, "config", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert quiet.returncode == 0, quiet.stderr
+    full = subprocess.run([*base, "config"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert full.returncode == 0, full.stderr
+    resolved = yaml.safe_load(full.stdout)["services"]
+    mine = compose()["services"]
+    # docker-compose's own interpolation agrees with the one the structural tests below rely on.
+    assert set(resolved) == set(mine)
+    for name, svc in mine.items():
+        assert resolved[name]["image"] == svc["image"], name
+        if "command" in svc:
+            assert resolved[name]["command"] == svc["command"], name
+
+
+def test_docker_compose_refuses_missing_secrets(tmp_path: Path) -> None:
+    exe = require("docker-compose")
+    env = env_file(tmp_path)
+    env.write_text(re.sub(r"(?m)^INFLUX_TOKEN=.*$", "INFLUX_TOKEN=", env.read_text()))
+    r = subprocess.run(
+        [exe, "--env-file", str(env), "-f", str(COMPOSE), "config", "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode != 0
+    assert "INFLUX_TOKEN" in r.stderr
+
+
+def test_compose_spec_schema() -> None:
+    exe = require("check-jsonschema")
+    r = subprocess.run(
+        [exe, "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- structure that matters
+
+
+def test_every_variable_is_documented_and_every_documented_one_is_used() -> None:
+    used = {m.group(1) for m in _VAR.finditer(COMPOSE.read_text())}
+    _, documented = env_example()
+    assert used, "the compose file uses no variables?"
+    assert sorted(used - documented) == [], "variables used in docker-compose.yml but not in .env.example"
+    assert sorted(documented - used) == [], "variables in .env.example that docker-compose.yml ignores"
+
+
+def test_secrets_have_no_defaults() -> None:
+    text = COMPOSE.read_text()
+    for secret in ("INFLUX_TOKEN", "INFLUX_ADMIN_PASSWORD", "GRAFANA_ADMIN_PASSWORD"):
+        uses = [m for m in _VAR.finditer(text) if m.group(1) == secret]
+        assert uses, secret
+        assert all(m.group(2) == ":?" for m in uses), f"{secret} must be required (${{{secret}:?...}})"
+    for name in ("HF_TOKEN", "VLLM_API_KEY"):
+        uses = [m for m in _VAR.finditer(text) if m.group(1) == name]
+        assert uses and all(not m.group(3) for m in uses), f"{name} must not carry a default value"
+
+
+def test_every_image_is_pinned() -> None:
+    services = compose()["services"]
+    for name, svc in services.items():
+        image = svc.get("image")
+        assert image, f"{name}: no image"
+        repo, _, tag = image.rpartition(":")
+        assert repo and "/" not in tag, f"{name}: image {image!r} has no tag"
+        assert tag not in ("latest", "main", "nightly", ""), f"{name}: image {image!r} is not pinned"
+        assert re.search(r"\d", tag), f"{name}: tag {tag!r} names no version"
+    for dockerfile in (ROOT / "docker").glob("*Dockerfile"):
+        for line in dockerfile.read_text().splitlines():
+            if line.startswith("FROM "):
+                ref = line.split()[1]
+                assert ":" in ref and not ref.endswith(":latest"), f"{dockerfile.name}: {line}"
+
+
+def test_profiles_and_engine_services() -> None:
+    services = compose()["services"]
+    profiles = {p for svc in services.values() for p in svc.get("profiles", [])}
+    assert {"vllm", "aphrodite", "sim"} <= profiles
+    always = {n for n, s in services.items() if not s.get("profiles")}
+    assert always == {"influxdb", "influxdb-dbrp", "grafana", "locust-master", "locust-worker"}
+    ports = {"vllm": 8000, "aphrodite": 2242, "aphrodite-v06": 2242}
+    for name in ENGINES:
+        svc = services[name]
+        devices = svc["deploy"]["resources"]["reservations"]["devices"]
+        assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in devices), name
+        args = dict(a.lstrip("-").split("=", 1) for a in svc["command"])
+        ids = [i for d in devices for i in d.get("device_ids", [])]
+        assert len(ids) == int(args["tensor-parallel-size"]), f"{name}: one GPU per tensor-parallel rank"
+        assert len(set(ids)) == len(ids), name
+        assert args["port"] == str(ports[name])
+        assert args["max-model-len"] == "8192" and args["gpu-memory-utilization"] == "0.92", name
+        assert f"127.0.0.1:{ports[name]}/health" in " ".join(svc["healthcheck"]["test"]), name
+        assert svc["ipc"] == "host", name
+        assert any(v.endswith(":/root/.cache/huggingface") for v in svc["volumes"]), name
+        assert "HF_TOKEN" in svc["environment"], name
+    assert (
+        dict(a.lstrip("-").split("=", 1) for a in services["vllm"]["command"])["quantization"] == "awq_marlin"
+    )
+    aph = dict(a.lstrip("-").split("=", 1) for a in services["aphrodite"]["command"])
+    assert aph["quantization"] == "exl2" and aph["revision"] == "4.5bpw"
+    # EXL2 was removed in Aphrodite 0.6.0: the EXL2 service must be built from a 0.5.x tag.
+    assert services["aphrodite"]["build"]["args"]["APHRODITE_REF"].startswith("v0.5.")
+    v06 = dict(a.lstrip("-").split("=", 1) for a in services["aphrodite-v06"]["command"])
+    assert v06["quantization"] != "exl2", "Aphrodite 0.6+ cannot load EXL2"
+
+
+def test_collector_sidecar_sees_the_gpus() -> None:
+    svc = compose()["services"]["collector"]
+    assert svc["command"] == ["collector"] and svc["pid"] == "host"
+    devices = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+    urls = svc["environment"]["COLLECTOR_ENGINE_METRICS"].split()
+    kinds = svc["environment"]["COLLECTOR_ENGINE_KINDS"].split()
+    assert len(urls) == len(kinds)
+    services = compose()["services"]
+    for url in urls:  # every scraped engine is a service of this file, on its container port
+        parts = urlsplit(url)
+        assert parts.hostname in services, url
+        assert f"--port={parts.port}" in services[parts.hostname]["command"], url
+
+
+def test_locust_services() -> None:
+    services = compose()["services"]
+    master, worker = services["locust-master"], services["locust-worker"]
+    assert master["command"] == ["master"] and worker["command"] == ["worker"]
+    assert worker["environment"]["LLMLOAD_MASTER_HOST"] == "locust-master"
+    assert "container_name" not in worker and "ports" not in worker, "the worker must scale (--scale)"
+    assert "./scenarios:/app/scenarios:ro" in master["volumes"]
+    assert any(v.endswith(":/app/results") for v in master["volumes"])
+    published = {p.rsplit(":", 1)[1] for p in master["ports"]}
+    assert published == {"8089", "5557"}
+    assert master["build"]["dockerfile"] == "docker/Dockerfile"
+    assert master["environment"]["INFLUX_TOKEN"] == env_example()[0]["INFLUX_TOKEN"]
+
+
+def test_grafana_mounts_the_repository_provisioning() -> None:
+    svc = compose()["services"]["grafana"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in svc["volumes"]}
+    assert mounts["/etc/grafana/provisioning"] == "./grafana/provisioning"
+    assert mounts["/var/lib/grafana/dashboards"] == "./grafana/dashboards"
+    assert (ROOT / "grafana" / "provisioning").is_dir() and (ROOT / "grafana" / "dashboards").is_dir()
+    assert svc["depends_on"]["influxdb-dbrp"]["condition"] == "service_completed_successfully"
+    for var in ("INFLUX_URL", "INFLUX_DB", "INFLUX_TOKEN"):
+        assert svc["environment"][var], var
+    # Every ${VAR} the datasource provisioning reads is given to the container.
+    for f in (ROOT / "grafana" / "provisioning").rglob("*.y*ml"):
+        for name in re.findall(r"\$\{?([A-Z][A-Z0-9_]*)", f.read_text()):
+            if not name.startswith("GF_"):
+                assert name in svc["environment"], f"{f.relative_to(ROOT)} reads {name}"
+
+
+@pytest.mark.parametrize("which", ["sim", "real"])
+def test_scenario_overrides_reach_compose_services(which: str) -> None:
+    """LLMLOAD_SET (.env.example) applied to the quickstart: every target is a service of the stack."""
+    values, _ = env_example()
+    overrides = (values["LLMLOAD_SET"] if which == "sim" else commented_value("LLMLOAD_SET")).split()
+    sc = load_scenario(ROOT / values["LLMLOAD_SCENARIO"], overrides)
+    services = compose()["services"]
+    assert len(sc.targets) == 2
+    for t in sc.targets:
+        for url in (t.base_url, t.metrics_url):
+            parts = urlsplit(url or "")
+            svc = services.get(parts.hostname or "")
+            assert svc is not None, f"{t.name}: {url} is not a compose service"
+            assert which in svc["profiles"] or (which == "real" and set(svc["profiles"]) & set(ENGINES))
+            port_env = svc.get("environment", {}).get("SIM_PORT")
+            assert port_env == str(parts.port) or f"--port={parts.port}" in svc.get("command", []), url
+        if which == "real":
+            assert t.kind != "sim" and t.sim is None
+            served = [a.split("=", 1)[1] for a in svc["command"] if a.startswith("--served-model-name=")]
+            assert served == [t.model], (
+                f"{t.name}: model {t.model!r} is not what {urlsplit(t.base_url).hostname} serves"
+            )
+
+
+def test_dockerfile_copies_what_exists() -> None:
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11[\w.-]*-slim", text, re.M)
+    for line in text.splitlines():
+        if line.startswith("COPY "):
+            for src in line.split()[1:-1]:
+                if src.startswith("--") or src.endswith("*"):
+                    continue
+                assert (ROOT / src).exists(), f"docker/Dockerfile copies {src}, which does not exist"
+    ignore = (ROOT / "docker" / "Dockerfile.dockerignore").read_text()
+    assert "!docker/entrypoint.sh" in ignore and "!llmload/" in ignore and "!collectors/" in ignore
+
+
+def test_shell_scripts_pass_shellcheck() -> None:
+    exe = require("shellcheck")
+    scripts = sorted(str(p) for p in (ROOT / "docker").glob("*.sh"))
+    assert len(scripts) >= 2
+    r = subprocess.run([exe, "--severity=style", *scripts], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- the entry point, for real
+
+
+def entry_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("LLMLOAD_", "COLLECTOR_", "SIM_", "INFLUX"))
+    }
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def start_sim(tmp_path: Path, name: str, profile: str) -> tuple[subprocess.Popen[bytes], int]:
+    port_file = tmp_path / f"{name}.port"
+    env = entry_env(SIM_PROFILE=profile, SIM_PORT="0", SIM_HOST="127.0.0.1", SIM_SEED="7")
+    cmd = ["bash", str(ENTRYPOINT), "sim", "--port-file", str(port_file)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return proc, _wait_port_file(proc, port_file)
+    except BaseException:
+        stop(proc)
+        raise
+
+
+def _wait_port_file(proc: subprocess.Popen[bytes], port_file: Path, timeout_s: float = 20.0) -> int:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if port_file.exists() and port_file.read_text().strip():
+            return int(port_file.read_text().strip())
+        assert proc.poll() is None, f"simulator exited with code {proc.returncode}"
+        time.sleep(0.05)
+    raise AssertionError("simulator did not write its port file")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_entrypoint_keeps_secrets_off_the_command_line() -> None:
+    env = entry_env(
+        LLMLOAD_ENTRYPOINT_DRY_RUN="1",
+        LLMLOAD_SCENARIO="scenarios/quickstart.yaml",
+        LLMLOAD_SET="a.b=1 c.d=2",
+        LLMLOAD_INFLUX_URL="http://influxdb:8086",
+        INFLUX_ORG="o",
+        INFLUX_BUCKET="b",
+        INFLUX_TOKEN="s3cret-token-value",
+    )
+    argv = subprocess.run(
+        ["bash", str(ENTRYPOINT), "master"], env=env, capture_output=True, text=True, timeout=30, check=True
+    ).stdout.splitlines()
+    assert argv[:3] == ["llmload", "master", "scenarios/quickstart.yaml"]
+    assert "s3cret-token-value" not in argv
+    assert argv[argv.index("--influx-token-env") + 1] == "INFLUX_TOKEN"
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--set"] == ["a.b=1", "c.d=2"]
+    assert argv[argv.index("--influx-api") + 1] == "v2" and argv[argv.index("--influx-bucket") + 1] == "b"
+    bad = subprocess.run(
+        ["bash", str(ENTRYPOINT), "master"], env=entry_env(), capture_output=True, text=True, timeout=30
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "LLMLOAD_SCENARIO" in bad.stderr
+
+
+def test_entrypoint_collector_scrapes_a_simulator(tmp_path: Path) -> None:
+    sim, port = start_sim(tmp_path, "sim-vllm", "vllm-awq-llama3-70b-2x-rtx6000ada")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        env = entry_env(
+            COLLECTOR_GPU=f"dcgm:{base}/dcgm/metrics",
+            COLLECTOR_ENGINE_METRICS=f"{base}/metrics",
+            COLLECTOR_ENGINE_KINDS="vllm",
+            COLLECTOR_HOST_TAG="sim-vllm",
+            COLLECTOR_TAGS="target=vllm-awq",
+            COLLECTOR_SPOOL_DIR=str(tmp_path / "spool"),
+        )
+        r = subprocess.run(
+            ["bash", str(ENTRYPOINT), "collector", "--once"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        stop(sim)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    gpu = [ln for ln in lines if ln.startswith("gpu,")]
+    engine = [ln for ln in lines if ln.startswith("engine,")]
+    assert len(gpu) == 2, "the profile emulates two GPUs (TP 2)"
+    assert engine and all("target=vllm-awq" in ln and "host=sim-vllm" in ln for ln in gpu + engine)
+
+
+def test_entrypoint_distributed_run_writes_results_and_influx(tmp_path: Path) -> None:
+    """sim x2 + master + worker, all started through docker/entrypoint.sh as compose would."""
+    values, _ = env_example()
+    procs: list[subprocess.Popen[bytes]] = []
+    with victoria_metrics_server(tmp_path) as vm:
+        try:
+            sims = {}
+            for host, profile in (
+                ("sim-vllm", "SIM_VLLM_PROFILE"),
+                ("sim-aphrodite", "SIM_APHRODITE_PROFILE"),
+            ):
+                proc, port = start_sim(tmp_path, host, values[profile])
+                procs.append(proc)
+                sims[host] = port
+            overrides = values["LLMLOAD_SET"]
+            for host, port in sims.items():  # compose service names -> this host's simulators
+                overrides = re.sub(rf"http://{host}:\d+", f"http://127.0.0.1:{port}", overrides)
+            overrides += (
+                " load.duration=3s load.warmup=0 load.users=3 load.stop_grace=10s workload.output_tokens=12"
+            )
+            master_port, results = free_port(), tmp_path / "results"
+            common = dict(
+                LLMLOAD_MASTER_PORT=str(master_port),
+                LLMLOAD_INFLUX_URL=vm.url,
+                INFLUX_ORG="llmload",
+                INFLUX_BUCKET="llmload",
+                INFLUX_TOKEN="token-that-must-not-leak",
+            )
+            master_env = entry_env(
+                LLMLOAD_SCENARIO=str(ROOT / values["LLMLOAD_SCENARIO"]),
+                LLMLOAD_SET=overrides,
+                LLMLOAD_BIND_HOST="127.0.0.1",
+                LLMLOAD_WEB_PORT=str(free_port()),
+                LLMLOAD_EXPECT_WORKERS="1",
+                LLMLOAD_HEADLESS="true",
+                LLMLOAD_RESULTS=str(results),
+                LLMLOAD_READY_TIMEOUT="30",
+                **common,
+            )
+            log = open(tmp_path / "master.log", "wb")  # noqa: SIM115
+            master = subprocess.Popen(
+                ["bash", str(ENTRYPOINT), "master", "--no-reports"],
+                env=master_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            procs.append(master)
+            worker_env = entry_env(LLMLOAD_MASTER_HOST="127.0.0.1", **common)
+            worker = subprocess.Popen(
+                ["bash", str(ENTRYPOINT), "worker"],
+                env=worker_env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            procs.append(worker)
+            try:
+                code = master.wait(120)
+            except subprocess.TimeoutExpired:
+                pytest.fail(
+                    "the master did not finish in 120 s:\n" + (tmp_path / "master.log").read_text()[-3000:]
+                )
+            worker.wait(30)
+        finally:
+            for p in reversed(procs):
+                stop(p)
+        out = (tmp_path / "master.log").read_text()
+        assert code == 0, out[-3000:]
+        summary = json.loads((results / "summary.json").read_text())
+        assert summary["run"]["mode"] == "distributed" and len(summary["run"]["workers"]) == 1
+        assert set(summary["targets"]) == {"vllm-awq", "aphrodite-exl2"}
+        for name, tgt in summary["targets"].items():
+            assert tgt["requests"]["ok"] > 0 and tgt["requests"]["failed"] == 0, name
+            assert urlsplit(tgt["base_url"]).port in sims.values(), name
+        vm.flush()
+        # The master's per-interval points, written with the v2 options the entry point built.
+        series = vm.export('{__name__=~"llm_interval_.*"}')
+        assert {s["metric"].get("target") for s in series} == {"vllm-awq", "aphrodite-exl2"}
+        assert "token-that-must-not-leak" not in out
+        assert "token-that-must-not-leak" not in (results / "summary.json").read_text()
