@@ -141,6 +141,7 @@ class InfluxSink:
         self.dropped = 0
         self.last_error: str | None = None
         self._pause = 0.0
+        self._inflight: list[str] | None = None  # the batch being posted (close() may spool it)
 
     # ---- hot path: appends only -------------------------------------------------------------
     def request(self, record: RequestRecord, tags: dict[str, str]) -> None:
@@ -189,6 +190,9 @@ class InfluxSink:
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 log.warning("InfluxDB writer still busy at close; spooling what is left")
+                inflight, self._inflight = self._inflight, None
+                if inflight:
+                    self._to_spool(inflight)
                 self._spool_rest()
         else:
             self._drain()
@@ -274,17 +278,24 @@ class InfluxSink:
             self._to_spool(lines)
             return
         body = b"".join(chunks)
+        self._inflight = lines
         try:
             # While down, one attempt per probe; otherwise the configured retries.
             self._writer.write(body, deadline=deadline, max_retries=0 if self._down else None)
         except WriteError as exc:
             self.last_error = str(exc)
+            if self._inflight is None:  # close() gave up waiting and spooled this batch already
+                return
+            self._inflight = None
             if not self._down:
                 log.warning("InfluxDB write failed after retries (%s); spooling to %s", exc, self.spool_dir)
             self._down = True
             self._next_probe = time.monotonic() + max(1.0, self.config.flush_interval_s)
             self._to_spool(lines)
             return
+        if self._inflight is None:  # spooled by close() meanwhile; replaying it later is harmless
+            return
+        self._inflight = None
         if self._down:
             log.warning("InfluxDB at %s accepts writes again", self._writer.where)
             self._down = False
