@@ -50,11 +50,15 @@ class HttpProtocol(asyncio.Protocol):
         self.paused = False  # the client reads slower than we write
         self.on_disconnect: Callable[[], None] | None = None
         self.on_resume: Callable[[], None] | None = None
+        self._continued = False  # "100 Continue" already sent for the request being received
+        self.registry: set[HttpProtocol] | None = None  # the server's open connections
 
     # -- asyncio callbacks ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if self.registry is not None:
+            self.registry.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -69,6 +73,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.registry is not None:
+            self.registry.discard(self)
         cb, self.on_disconnect = self.on_disconnect, None
         if cb is not None:
             cb()
@@ -115,7 +121,12 @@ class HttpProtocol(asyncio.Protocol):
                 self._fail(413, b"body too large")
                 return
             if len(self.buf) < end + 4 + length:
+                if headers.get("expect", "").lower() == "100-continue" and not self._continued:
+                    self._continued = True
+                    assert self.transport is not None
+                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 return
+            self._continued = False
             body = bytes(self.buf[end + 4 : end + 4 + length])
             del self.buf[: end + 4 + length]
             conn = headers.get("connection", "").lower()

@@ -102,6 +102,7 @@ class SimServer:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._next_id = 0
+        self._conns: set[HttpProtocol] = set()
         self._last_warn = -1e9
         self.port = 0
 
@@ -111,14 +112,23 @@ class SimServer:
         self._wake = asyncio.Event()
         self.core.clock = loop.time()
         self.gpu = GpuEmulator(self.profile, self.core, loop.time())
-        self._server = await loop.create_server(lambda: HttpProtocol(self.handle), host, port, backlog=4096)
+        self._server = await loop.create_server(self._protocol, host, port, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks = [loop.create_task(self._drive()), loop.create_task(self._sample_gpu())]
         return self.port
 
+    def _protocol(self) -> HttpProtocol:
+        proto = HttpProtocol(self.handle)
+        proto.registry = self._conns
+        return proto
+
     async def close(self) -> None:
+        """Stop listening, cut open connections (streams end without [DONE]) and stop the driver."""
         if self._server is not None:
             self._server.close()
+        for proto in list(self._conns):
+            if proto.transport is not None:
+                proto.transport.abort()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
