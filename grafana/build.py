@@ -392,7 +392,7 @@ def engine_comparison() -> dict[str, Any]:
         timeseries(
             lay,
             "Streams in flight per target",
-            "Streams open at the end of each reporting interval (solid) against the number of simulated users "
+            "Open streams per target as reported each interval (solid) against the number of simulated users "
             "(dashed, right axis).",
             [
                 q("A", f'SELECT mean("in_flight") {iv}', "$tag_target in flight"),

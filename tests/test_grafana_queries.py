@@ -28,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from llmload.sim.profiles import load_profile
 from tests.conftest import ROOT, start_port_file_process, stop_process
 from tests.servers import InfluxHandle, influxdb_server
 
 DASH_DIR = ROOT / "grafana" / "dashboards"
+DATASOURCE = ROOT / "grafana" / "provisioning" / "datasources" / "influxdb.yaml"
 DB = "llmload"
 TARGETS = {"fast-a": ("test-fast-a", "vllm"), "fast-b": ("test-fast-b", "aphrodite")}
 FAULTY = "fast-b"  # its simulator aborts a share of streams mid-way
@@ -198,10 +200,16 @@ def _escape_regex(value: str) -> str:
     return _REGEX_SPECIAL.sub(r"\\\1", value)
 
 
+def _datasource_min_interval() -> str:
+    (ds,) = yaml.safe_load(DATASOURCE.read_text())["datasources"]
+    return str(ds["jsonData"].get("timeInterval") or "1s")
+
+
 def interpolate(query: str, data: RunData, variables: dict[str, list[str]], min_interval: str = "") -> str:
     """Substitute $timeFilter, $__interval and the dashboard variables as Grafana would."""
     out = query.replace("$timeFilter", f"time >= {data.t_from_ms}ms and time <= {data.t_to_ms}ms")
-    out = out.replace("$__interval", min_interval or "1s")
+    # Grafana's $__interval is at least the panel's min interval, else the datasource's timeInterval
+    out = out.replace("$__interval", min_interval or _datasource_min_interval())
     for name in sorted(variables, key=len, reverse=True):
         values = variables[name]
         escaped = [_escape_regex(v) for v in values]

@@ -182,3 +182,11 @@ def test_no_secret_in_grafana_files() -> None:
         if f.is_file() and f.suffix in (".json", ".yaml", ".yml"):
             text = f.read_text()
             assert not re.search(r"(?i)(token|password)\s*[:=]\s*['\"]?[A-Za-z0-9_\-]{8,}", text), f
+
+
+def test_docs_describe_every_dashboard_and_panel() -> None:
+    doc = (ROOT / "docs" / "grafana.md").read_text()
+    for name, dash in _dashboards().items():
+        assert dash["uid"] in doc, name
+        for p in _panels(dash):
+            assert f"**{p['title']}**" in doc, f"docs/grafana.md does not describe {name} / {p['title']!r}"
