@@ -131,6 +131,13 @@ class StreamState:
     _prev_completion: int = 0
     _partial: bytes = b""
 
+    @property
+    def streamed_tokens(self) -> int:
+        """Tokens received so far: from usage when it comes on every chunk, else text chunks."""
+        if self.completion_tokens is not None and self.per_chunk_usage:
+            return self.completion_tokens
+        return self.text_chunks
+
     def feed_block(self, t: float, data: bytes) -> None:
         """Feed one read's bytes; every complete line in it is stamped with ``t``."""
         if self._partial:
@@ -279,12 +286,14 @@ def stream_request(
     total_timeout_s: float = 600.0,
     clock: Any = time.perf_counter,
     wall: Any = time.time,
+    progress: dict[str, int] | None = None,
 ) -> RequestRecord:
     """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
 
     Never raises for request failures: they become the record's status. A
     ``GreenletExit`` (the test stopping) propagates after the record is marked
-    ``aborted``, so the caller can account for it.
+    ``aborted``, so the caller can account for it. ``progress[rec.target]`` (when
+    given) grows by the tokens streamed so far, read by the live per-interval rate.
     """
     rec.start_time = wall()
     t_send = clock()
@@ -314,9 +323,15 @@ def stream_request(
             return rec
         deadline = t_send + total_timeout_s
         t = t_send
+        seen = 0
         try:
             for t, data in resp.blocks():
                 state.feed_block(t, data)
+                if progress is not None:
+                    now_tokens = state.streamed_tokens
+                    if now_tokens != seen:
+                        progress[rec.target] = progress.get(rec.target, 0) + now_tokens - seen
+                        seen = now_tokens
                 if state.done or t > deadline:
                     break
             else:

@@ -37,6 +37,7 @@ class Collector:
         self.sent: dict[str, int] = dict.fromkeys(targets, 0)
         self.dropped: dict[str, int] = dict.fromkeys(targets, 0)
         self.delayed: dict[str, int] = dict.fromkeys(targets, 0)
+        self.streamed: dict[str, int] = dict.fromkeys(targets, 0)  # tokens received, updated per read
         self.loop_lag = Histogram()
         self.listeners: list[Callable[[RequestRecord], None]] = []
 
@@ -81,6 +82,7 @@ class Collector:
             lag, self.loop_lag = self.loop_lag, Histogram()
             dropped, self.dropped = self.dropped, dict.fromkeys(self.targets, 0)
             delayed, self.delayed = self.delayed, dict.fromkeys(self.targets, 0)
+            streamed, self.streamed = self.streamed, dict.fromkeys(self.targets, 0)
         return {
             "worker": self.worker,
             "levels": [[ph, lv, {t: s.to_wire() for t, s in d.items()}] for (ph, lv), d in levels.items()],
@@ -91,6 +93,7 @@ class Collector:
             "sent": dict(self.sent),
             "dropped": dropped,
             "delayed": delayed,
+            "streamed": streamed,
             "loop_lag": lag.to_wire(),
             "cpu": self.cpu_percent(),
             "t": time.time(),
@@ -112,6 +115,7 @@ class Aggregator:
         self.delayed: dict[str, int] = dict.fromkeys(targets, 0)
         self.loop_lag = Histogram()
         self.interval_lag = Histogram()
+        self.interval_streamed: dict[str, int] = dict.fromkeys(targets, 0)
         self.last_seen: dict[str, float] = {}
         self.line_sinks: list[Callable[[list[dict[str, Any]]], None]] = []
         self.lines_total = 0
@@ -137,6 +141,8 @@ class Aggregator:
             self.dropped[t] = self.dropped.get(t, 0) + n
         for t, n in delta.get("delayed", {}).items():
             self.delayed[t] = self.delayed.get(t, 0) + n
+        for t, n in delta.get("streamed", {}).items():
+            self.interval_streamed[t] = self.interval_streamed.get(t, 0) + n
         lag = Histogram.from_wire(delta["loop_lag"])
         self.loop_lag.merge(lag)
         self.interval_lag.merge(lag)
@@ -168,10 +174,11 @@ class Aggregator:
     def worker_cpu(self) -> list[float]:
         return list(self.cpu.values())
 
-    def take_interval(self) -> tuple[dict[str, TargetStats], Histogram]:
+    def take_interval(self) -> tuple[dict[str, TargetStats], Histogram, dict[str, int]]:
         iv, self.interval = self.interval, {t: TargetStats() for t in self.targets}
         lag, self.interval_lag = self.interval_lag, Histogram()
-        return iv, lag
+        streamed, self.interval_streamed = self.interval_streamed, dict.fromkeys(self.targets, 0)
+        return iv, lag, streamed
 
     def total_in_flight(self, target: str) -> int:
         return sum(d.get(target, 0) for d in self.in_flight.values())

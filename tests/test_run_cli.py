@@ -64,7 +64,8 @@ def test_run_on_two_simulated_engines(sim_run) -> None:
         assert lat["ttft"]["count"] == len(ok_in_window) > 0
         assert t["requests"]["warmup"] == sum(1 for x in mine if x["level"] == "warmup")
         assert 0 < lat["ttft"]["p50"] <= lat["ttft"]["p99"] <= lat["ttft"]["max"]
-        assert 0 < lat["itl"]["p50"] <= lat["itl"]["p99"]
+        # fast simulated steps (a few ms) often arrive coalesced in one read: gaps of 0 are real
+        assert 0 <= lat["itl"]["p50"] <= lat["itl"]["p99"] and lat["itl"]["p99"] > 0
         assert lat["tpot"]["p50"] is not None and lat["e2e"]["p99"] >= lat["ttft"]["p99"]
     # the table was printed with both targets
     assert "fast-a" in r.stdout and "fast-b" in r.stdout and "TTFT p50" in r.stdout

@@ -281,7 +281,7 @@ class Conductor:
         self.pull()
         span = max(1e-6, now - self._last_interval)
         self._last_interval = now
-        iv, lag = self.agg.take_interval()
+        iv, lag, streamed = self.agg.take_interval()
         worker_cpu = self.agg.worker_cpu() if self.distributed else [cpu]
         cpu_now = max(worker_cpu) if worker_cpu else cpu
         self.cpu_samples.append(cpu_now)
@@ -292,7 +292,8 @@ class Conductor:
             ttft = st.histograms["ttft"].percentiles_ms([50.0, 99.0]) if st else {"p50": None, "p99": None}
             itl = st.histograms["itl"].percentiles_ms([50.0, 99.0]) if st else {"p50": None, "p99": None}
             reqs = st.requests if st else 0
-            out_tok = st.output_tokens if st else 0
+            out_tok = st.output_tokens if st else 0  # tokens of requests that completed in the interval
+            live_tok = streamed.get(t, 0)  # tokens received during the interval, as they streamed
             row = {
                 "t": round(now, 3),
                 "target": t,
@@ -300,7 +301,8 @@ class Conductor:
                 "requests": reqs,
                 "failures": st.failures if st else 0,
                 "output_tokens": out_tok,
-                "output_tok_s": round(out_tok / span, 3),
+                "streamed_tokens": live_tok,
+                "output_tok_s": round(live_tok / span, 3),
                 "req_s": round(reqs / span, 4),
                 "in_flight": self.agg.total_in_flight(t),
                 "users": self.agg.total_users(t),

@@ -233,7 +233,13 @@ class LLMRun:
         )
         self.collector.started(t)
         try:
-            stream_request(transport, req, rec, total_timeout_s=self.sc.client.request_timeout)
+            stream_request(
+                transport,
+                req,
+                rec,
+                total_timeout_s=self.sc.client.request_timeout,
+                progress=self.collector.streamed,
+            )
         except BaseException:
             self._done(rec)
             raise

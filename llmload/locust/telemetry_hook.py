@@ -115,7 +115,11 @@ class TelemetryScraper:
                                 }
                             )
                     else:
-                        for g in parse_dcgm(text):
+                        try:
+                            gpus = parse_dcgm(text)
+                        except ValueError:
+                            gpus = []
+                        for g in gpus:
                             for metric, value in g.fields.items():
                                 rows.append(
                                     {
