@@ -198,7 +198,7 @@ def var_run_id(multi: bool) -> dict[str, Any]:
         'SHOW TAG VALUES FROM "llm_request" WITH KEY = "run_id" WHERE $timeFilter',
         multi=multi,
         include_all=multi,
-        sort=2,  # newest first: run ids end in their UTC start time
+        sort=2,  # descending: run ids end in their UTC start time, so the newest of a scenario comes first
         description="llmload run id (<scenario>-<UTC start>) from llm_request in the time range.",
     )
 
