@@ -257,11 +257,15 @@ class Conductor:
     def start_intervals(self) -> None:
         if self._interval_greenlet is None:
             self._interval_greenlet = gevent.spawn(self._interval_loop)
+        if self.scraper is not None:
+            self.scraper.start()
 
     def stop_intervals(self) -> None:
         if self._interval_greenlet is not None:
             self._interval_greenlet.kill(block=False)
             self._interval_greenlet = None
+        if self.scraper is not None:
+            self.scraper.stop()
 
     def _interval_loop(self) -> None:
         period = self.sc.client.report_interval
@@ -320,11 +324,6 @@ class Conductor:
                 except Exception as e:  # noqa: BLE001
                     log.warning("llmload: sink interval failed: %s", e)
             prog[t] = {**row, "requests_total": self.agg.completed(t)}
-        if self.scraper is not None:
-            try:
-                self.scraper.scrape(now)
-            except Exception as e:  # noqa: BLE001 - telemetry is best effort
-                log.warning("llmload: telemetry scrape failed: %s", e)
         self.results.flush()
         if self.progress:
             sys.stderr.write(progress_line(now - (self.run_t0 or self.started_at), prog) + "\n")

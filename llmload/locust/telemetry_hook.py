@@ -64,75 +64,55 @@ def close_sink(sink: Any, timeout_s: float = 15.0) -> dict[str, Any] | None:
 
 
 class TelemetryScraper:
-    """Scrapes each target's metrics_url / gpu_metrics_url into telemetry.jsonl (and InfluxDB)."""
+    """Runs llmload.scrape in a child process: engine /metrics and DCGM text -> telemetry.jsonl.
 
-    def __init__(self, sc: Any, results: Any, sink: Any | None) -> None:
-        self.items = [
-            (t, t.metrics_url, t.gpu_metrics_url) for t in sc.targets if t.metrics_url or t.gpu_metrics_url
+    The child does the HTTP and the parsing, so the load generator's event loop never
+    pays for it. It gets SIGTERM when the run ends, or when this process dies.
+    """
+
+    def __init__(self, sc: Any, results: Any, sink: Any | None = None) -> None:
+        self.targets = [
+            {
+                "name": t.name,
+                "kind": t.kind if t.kind != "sim" else _sim_dialect(t),
+                "metrics_url": t.metrics_url,
+                "gpu_metrics_url": t.gpu_metrics_url,
+            }
+            for t in sc.targets
+            if t.metrics_url or t.gpu_metrics_url
         ]
-        self.results = results
-        self.sink = sink
-        self.failed: set[str] = set()
+        self.out = results.dir / "telemetry.jsonl"
+        self.interval = sc.client.report_interval
+        self.proc: Any = None
 
-    def scrape(self, now: float) -> None:
-        if not self.items:
+    def start(self) -> None:
+        if not self.targets or self.proc is not None:
             return
-        import httpx
+        import json
+        import subprocess
+        import sys
 
+        from llmload.targets import _die_with_parent
+
+        spec = json.dumps({"out": str(self.out), "interval": self.interval, "targets": self.targets})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "llmload.scrape", spec],
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        import subprocess
+
+        self.proc.terminate()
         try:
-            from collectors.dcgm import parse_dcgm
-            from collectors.engine_metrics import normalise
-        except ImportError:
-            return
-        rows: list[dict[str, Any]] = []
-        with httpx.Client(timeout=2.0) as client:
-            for t, murl, gurl in self.items:
-                kind = t.kind if t.kind != "sim" else _sim_dialect(t)
-                for url, source in ((murl, "engine"), (gurl, "gpu")):
-                    if not url:
-                        continue
-                    try:
-                        text = client.get(url).text
-                    except httpx.HTTPError as e:
-                        if url not in self.failed:
-                            log.warning("llmload: cannot scrape %s for %s: %s", url, t.name, type(e).__name__)
-                            self.failed.add(url)
-                        continue
-                    self.failed.discard(url)
-                    if source == "engine":
-                        try:
-                            samples = normalise(text, kind)
-                        except ValueError:
-                            samples = []
-                        for s in samples:
-                            rows.append(
-                                {
-                                    "t": now,
-                                    "target": t.name,
-                                    "source": "engine",
-                                    "metric": s.metric,
-                                    "value": s.value,
-                                }
-                            )
-                    else:
-                        try:
-                            gpus = parse_dcgm(text)
-                        except ValueError:
-                            gpus = []
-                        for g in gpus:
-                            for metric, value in g.fields.items():
-                                rows.append(
-                                    {
-                                        "t": now,
-                                        "target": t.name,
-                                        "source": "gpu",
-                                        "metric": metric,
-                                        "value": value,
-                                        "gpu": g.gpu,
-                                    }
-                                )
-        if rows:
-            self.results.telemetry(rows)
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
 
 def _sim_dialect(t: Any) -> str:
