@@ -1,0 +1,444 @@
+"""The web UI's LLM tab, driven in headless Chromium against real Locust processes.
+
+Real parts only: ``locust -f locustfiles/chat.py`` processes (local runner, or a master and a
+worker process) bound to 127.0.0.1 on free ports, the simulated engines they start, and
+/usr/bin/chromium driven by Playwright (never a downloaded browser). Without Chromium or
+Playwright the browser tests skip, or FAIL when CI=true. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import IN_CI, ROOT
+
+CHROMIUM = "/usr/bin/chromium"
+CHROME_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def scenario_text(name: str, duration: str, out: Path, users: int = 2) -> str:
+    return f"""\
+name: {name}
+targets:
+  - name: fast-a
+    kind: sim
+    sim: {{profile: test-fast-a}}
+  - name: fast-b
+    kind: sim
+    sim: {{profile: test-fast-b}}
+workload:
+  input_tokens: 40
+  output_tokens: 24
+load:
+  users: {users}
+  duration: {duration}
+  warmup: 1s
+  stop_grace: 5s
+output:
+  dir: {out}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _missing(what: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{what} is required in CI (CI=true)")
+    pytest.skip(f"{what} not available")
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what} (last: {last!r})")
+
+
+class Proc:
+    """A Locust process of ours, its log, and a bounded stop."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log
+        self._fh = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-L", "WARNING", *args],
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+        )
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def alive(self) -> bool:
+        return self.p.poll() is None
+
+    def stop(self, timeout_s: float = 20.0) -> int | None:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(5)
+        self._fh.close()
+        return self.p.returncode
+
+
+def wait_http(proc: Proc, url: str, timeout_s: float = 60.0) -> None:
+    def up() -> bool:
+        if not proc.alive():
+            raise AssertionError(f"locust exited early:\n{proc.tail()}")
+        try:
+            return httpx.get(url, timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(f"{url} to answer", up, timeout_s, every_s=0.2)
+
+
+def ui_state(base: str) -> str:
+    return str(httpx.get(f"{base}/stats/requests", timeout=5.0).json()["state"])
+
+
+def live(base: str) -> dict[str, dict[str, Any]]:
+    rows = httpx.get(f"{base}/llmload/live", timeout=5.0).json()["rows"]
+    return {r["target"]: r for r in rows}
+
+
+def summary_of(run: Path, timeout_s: float = 20.0) -> dict[str, Any]:
+    """summary.json of a run, once written (Locust reports "stopped" before its test_stop listeners end)."""
+    path = run / "summary.json"
+    wait_for(f"{path} to be written", path.exists, timeout_s)
+    return json.loads(path.read_text())
+
+
+def results_dirs(out: Path) -> list[Path]:
+    return sorted(p for p in out.iterdir() if p.is_dir()) if out.is_dir() else []
+
+
+# --- the browser -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser_ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    exe = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    if not exe:
+        _missing(f"Chromium ({CHROMIUM})")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright (python)")
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=exe,
+            headless=True,
+            args=CHROME_ARGS,
+            viewport={"width": 1400, "height": 800},
+        )
+        ctx.set_default_timeout(20_000)
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+@pytest.fixture
+def page(browser_ctx: Any) -> Iterator[Any]:
+    pg = browser_ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.page_errors = errors
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+def dom_table(page: Any) -> dict[str, dict[str, str]]:
+    """The visible table as {row name: {column title: cell text}}."""
+    data = page.evaluate(
+        """() => {
+          const t = document.querySelector('.MuiTableContainer-root table');
+          if (!t) return null;
+          const heads = Array.from(t.querySelectorAll('thead th')).map(th => th.innerText.replace(/\\s+/g, ' '));
+          const rows = Array.from(t.querySelectorAll('tbody tr')).map(
+            tr => Array.from(tr.querySelectorAll('td')).map(td => td.innerText.trim()));
+          return {heads, rows};
+        }"""
+    )
+    if not data:
+        return {}
+    key = data["heads"].index("Name") if "Name" in data["heads"] else 0  # Locust's own table: Type, Name, ...
+    return {r[key]: dict(zip(data["heads"], r, strict=False)) for r in data["rows"] if len(r) > key}
+
+
+def num(cell: str) -> float:
+    return float(cell.replace(",", "")) if cell else 0.0
+
+
+def start_from_form(page: Any, fields: dict[str, str] | None = None) -> None:
+    """Fill the start form's llmload fields (Custom parameters) and press Start."""
+    if fields:
+        page.get_by_text("Custom parameters").click()
+        for name, value in fields.items():
+            box = page.locator(f"input[name='{name}']")
+            box.fill(value)
+    page.get_by_role("button", name="Start").click()
+
+
+def open_llm_tab(page: Any) -> None:
+    page.get_by_role("tab", name="LLM").click()
+    wait_for("the LLM table", lambda: "Target" in next(iter(dom_table(page).values()), {}), 15)
+
+
+def llm_rows_with_figures(page: Any, targets: set[str]) -> dict[str, dict[str, str]] | None:
+    rows = dom_table(page)
+    if set(rows) != targets:
+        return None
+    cols = (
+        "Requests",
+        "Req/s",
+        "Output tok/s",
+        "TTFT p50 (ms)",
+        "TTFT p99 (ms)",
+        "TPOT p50 (ms)",
+        "ITL p99 (ms)",
+    )
+    if all(num(rows[t][c]) > 0 for t in targets for c in cols):
+        return rows
+    return None
+
+
+# --- local runner ------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(170)
+def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    long_scn = tmp_path / "long.yaml"
+    long_scn.write_text(scenario_text("webui-long", "90s", out))
+    short_scn = tmp_path / "short.yaml"
+    short_scn.write_text(scenario_text("webui-short", "3s", out, users=1))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = Proc(
+        ["--scenario", str(long_scn), "--web-host", "127.0.0.1", "--web-port", str(port)], tmp_path / "l.log"
+    )
+    try:
+        wait_http(proc, base + "/")
+        page.goto(base + "/")
+        start_from_form(page)
+        wait_for("the test to run", lambda: ui_state(base) == "running", 20)
+        open_llm_tab(page)
+        rows = wait_for(
+            "a row per target with figures", lambda: llm_rows_with_figures(page, {"fast-a", "fast-b"}), 30
+        )
+        assert all(num(rows[t]["Users"]) == 2 for t in rows), rows
+        page.locator("#llmload-csv").wait_for(state="visible", timeout=5000)  # the tab's CSV link
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-local.png"), full_page=True)
+
+        # The CSV behind the tab's link: one line per target, the same columns as the JSON.
+        csv_text = page.request.get(base + "/llmload/live.csv").text()
+        header, *lines = csv_text.strip().splitlines()
+        assert header.startswith("target,users,in_flight,requests,") and "failures_http_5xx" in header
+        assert sorted(x.split(",")[0] for x in lines) == ["fast-a", "fast-b"]
+
+        page.get_by_role("button", name="Stop").click()
+        wait_for("the test to stop", lambda: ui_state(base) == "stopped", 30)
+        (run1,) = wait_for("the first results dir", lambda: results_dirs(out), 10)
+        summary = summary_of(run1)
+        assert summary["run"]["stop_reason"] == "stopped from the web UI"
+        sent = {t: s["requests"]["sent"] for t, s in summary["targets"].items()}
+        assert set(sent) == {"fast-a", "fast-b"} and min(sent.values()) > 0
+        lines_per_target: dict[str, int] = {}
+        for ln in (run1 / "requests.jsonl").read_text().splitlines():
+            t = json.loads(ln)["target"]
+            lines_per_target[t] = lines_per_target.get(t, 0) + 1
+        assert lines_per_target == sent
+        # Once the reports are written the tab shows the run's final figures, those of summary.json.
+        tput = {t: s["throughput"]["output_tok_s"] for t, s in summary["targets"].items()}
+        final = wait_for(
+            "the final rows",
+            lambda: (f := live(base)) and {t: r["output_tok_s"] for t, r in f.items()} == tput and f,
+            20,
+        )
+        assert {t: r["requests"] for t, r in final.items()} == sent
+        for t, r in final.items():
+            assert r["ttft_p99_ms"] == summary["targets"][t]["latency_ms"]["ttft"]["p99"]
+            assert r["tpot_p50_ms"] == summary["targets"][t]["latency_ms"]["tpot"]["p50"]
+        # Locust's own rows: one request per stream, so the Aggregated row is their sum.
+        stats = {s["name"]: s["num_requests"] for s in httpx.get(base + "/stats/requests").json()["stats"]}
+        assert stats == {**sent, "Aggregated": sum(sent.values())}
+        page.get_by_role("tab", name="Statistics").click()
+        table = wait_for(
+            "Locust's statistics table", lambda: dom_table(page).get("Aggregated") and dom_table(page), 10
+        )
+        per_target = [num(table[t]["# Requests"]) for t in ("fast-a", "fast-b")]
+        assert num(table["Aggregated"]["# Requests"]) == sum(per_target) > 0
+        mtime1 = (run1 / "summary.json").stat().st_mtime_ns
+
+        # A second test from the form, without quitting: another scenario, one target.
+        page.get_by_role("button", name="New").click()
+        start_from_form(page, {"scenario": str(short_scn), "llmTargets": "fast-b"})
+        wait_for("the second test to run", lambda: ui_state(base) in ("running", "spawning"), 20)
+        wait_for("the second test to end by itself", lambda: ui_state(base) == "stopped", 40)
+        run2 = wait_for("the second results dir", lambda: [d for d in results_dirs(out) if d != run1], 10)[0]
+        s2 = summary_of(run2)
+        assert s2["run"]["scenario_name"] == "webui-short" and list(s2["targets"]) == ["fast-b"]
+        assert s2["run"]["stop_reason"] == "plan complete"
+        assert live(base)["fast-b"]["requests"] == s2["targets"]["fast-b"]["requests"]["sent"] > 0
+        mtime2 = (run2 / "summary.json").stat().st_mtime_ns
+        assert not page.page_errors, page.page_errors
+    finally:
+        proc.stop()
+    # Quitting wrote nothing more: each run's results were written once, at its stop.
+    assert results_dirs(out) == sorted([run1, run2])
+    assert (run1 / "summary.json").stat().st_mtime_ns == mtime1
+    assert (run2 / "summary.json").stat().st_mtime_ns == mtime2
+    events = [json.loads(x) for x in (run2 / "events.jsonl").read_text().splitlines()]
+    assert [e["text"] for e in events if e["kind"] == "stop"].count("run finished") == 1
+
+
+# --- the start form without a browser: a scenario chosen at start, bad input -------------------------
+
+
+@pytest.mark.timeout(120)
+def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    scn = tmp_path / "s.yaml"
+    scn.write_text(scenario_text("webui-form", "2s", out, users=1))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = Proc(["--web-host", "127.0.0.1", "--web-port", str(port)], tmp_path / "f.log")  # no --scenario
+    try:
+        wait_http(proc, base + "/")
+        form = {"user_count": "0", "spawn_rate": "0", "llm_set": "", "llm_targets": ""}
+
+        def swarm(**kw: str) -> dict[str, Any]:
+            return httpx.post(base + "/swarm", data={**form, **kw}, timeout=60).json()
+
+        r = swarm(scenario="")
+        assert r["success"] is False and "scenario" in r["message"]
+        r = swarm(scenario=str(tmp_path / "missing.yaml"))
+        assert r["success"] is False and "missing.yaml" in r["message"] and "\n" not in r["message"]
+        r = swarm(scenario=str(scn), llm_targets="nope")
+        assert r["success"] is False and "--llm-targets" in r["message"] and "nope" in r["message"]
+        assert results_dirs(out) == []  # the refused run left nothing behind
+        r = swarm(scenario=str(scn), llm_set="load.users=2, workload.output_tokens=8")
+        assert r["success"] is True, r
+        wait_for("the test to end by itself", lambda: ui_state(base) == "stopped", 40)
+        (run,) = wait_for("the results dir", lambda: results_dirs(out), 10)
+        summary = summary_of(run)
+        assert summary["run"]["scenario_name"] == "webui-form"
+        sc = summary["run"]["scenario"]  # the form's --set values were applied
+        assert sc["load"]["phases"][0]["vus"] == 2 and sc["workload"]["output_tokens"] == 8
+        assert set(summary["targets"]) == {"fast-a", "fast-b"}
+        assert all(s["requests"]["ok"] > 0 for s in summary["targets"].values())
+        rows = live(base)
+        assert {t: r["requests"] for t, r in rows.items()} == {
+            t: s["requests"]["sent"] for t, s in summary["targets"].items()
+        }
+    finally:
+        proc.stop()
+
+
+# --- distributed: a master and one worker process ------------------------------------------------------
+
+
+@pytest.mark.timeout(150)
+def test_master_llm_tab_shows_the_workers_merged_figures(page: Any, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    scn = tmp_path / "d.yaml"
+    scn.write_text(scenario_text("webui-dist", "8s", out))
+    port, mport = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    master = Proc(
+        [
+            "--scenario",
+            str(scn),
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(mport),
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+        ],
+        tmp_path / "master.log",
+    )
+    worker: Proc | None = None
+    try:
+        wait_http(master, base + "/")
+        worker = Proc(
+            ["--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)], tmp_path / "w.log"
+        )
+        wait_for(
+            "the worker to connect",
+            lambda: httpx.get(base + "/worker-count", timeout=5).json()["worker_count"] == 1,
+            45,
+        )
+        page.goto(base + "/")
+        start_from_form(page)
+        wait_for("the test to run", lambda: ui_state(base) == "running", 20)
+        open_llm_tab(page)
+        rows = wait_for(
+            "merged rows with figures", lambda: llm_rows_with_figures(page, {"fast-a", "fast-b"}), 30
+        )
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-master.png"), full_page=True)
+        wait_for("the test to end by itself", lambda: ui_state(base) == "stopped", 60)
+        (run,) = wait_for("the master's results dir", lambda: results_dirs(out), 10)
+        summary = summary_of(run)
+        assert summary["run"]["mode"] == "distributed" and len(summary["run"]["workers"]) == 1
+        sent = {t: s["requests"]["sent"] for t, s in summary["targets"].items()}
+        lines = [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()]
+        assert {x["worker"] for x in lines} == set(summary["run"]["workers"])  # all from the worker
+        for t in sent:
+            assert sent[t] == sum(1 for x in lines if x["target"] == t) > 0
+            assert 0 < num(rows[t]["Requests"]) <= sent[t]  # the live count was a part of the final one
+        # After a reload the tab shows the master's final (merged) figures.
+        page.goto(base + "/?tab=llm")
+        final = wait_for("the final table", lambda: (t := dom_table(page)) and set(t) == set(sent) and t, 15)
+        assert {t: int(num(r["Requests"])) for t, r in final.items()} == sent
+        assert {t: r["requests"] for t, r in live(base).items()} == sent
+        assert not page.page_errors, page.page_errors
+    finally:
+        if worker is not None:
+            worker.stop()
+        master.stop()
