@@ -1,7 +1,8 @@
 """Benchmark the simulator: streaming capacity on one core, and the calibration of the article profiles.
 
     .venv/bin/python bench/bench_sim.py                 # capacity: 20 then 400 streams x 50 tok/s
-    .venv/bin/python bench/bench_sim.py --calibrate     # 40 closed-loop streams per RTX 6000 Ada profile
+    .venv/bin/python bench/bench_sim.py --calibrate     # 40 closed-loop streams per RTX 6000 Ada profile,
+                                                        # prompts from scenarios/quickstart.yaml's workload
 
 The simulator runs as its own (single-threaded) process; this client uses plain non-blocking sockets
 and selectors, no HTTP library (``--pin`` pins the simulator to CPU 0 and the client to CPU 1).  Capacity prints tokens/s received against the
@@ -25,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -226,21 +228,30 @@ def capacity(streams: int, step_ms: float, tokens: int) -> dict[str, float]:
     }
 
 
-def calibration_content(r: int) -> str:
-    """Request r's message: 142 distinct short (hex) words -> 1 + 4 + 142 + 3 = 150 prompt tokens, no
-    prefix shared between requests (see llmload/sim/tokens.py)."""
-    return " ".join(f"{(r * 142 + k) % 999999:x}" for k in range(142))
+def scenario_messages(path: str) -> Callable[[int], list[dict[str, str]]]:
+    """Request i's chat messages from a scenario's workload: what ``llmload run`` would send."""
+    from llmload.load.workload import WorkloadSource
+    from llmload.scenario import load_scenario
+
+    src = WorkloadSource(load_scenario(path).workload)
+    return lambda i: src.get(i).messages
 
 
-def calibrate(name: str, users: int, duration_s: float, warmup_s: float, target: float) -> dict[str, float]:
+def calibrate(
+    name: str, users: int, duration_s: float, warmup_s: float, target: float, scenario: str
+) -> dict[str, float]:
     prof = load_profile(name)
-    prompt_len = len(chat_token_ids([("user", calibration_content(0))]))
-    analytic = closed_loop(prof, users, 10 * users, lambda i: chat_token_ids([("user", calibration_content(i))]),
-                           256).throughput  # fmt: skip
+    messages = scenario_messages(scenario)
+
+    def ids(i: int) -> list[int]:
+        return chat_token_ids([(m["role"], m["content"]) for m in messages(i)])
+
+    prompt_len = statistics.mean(len(ids(i)) for i in range(1000))
+    analytic = closed_loop(prof, users, 30 * users, ids, 256).throughput
 
     def body(r: int) -> dict:
-        return {"model": prof.model, "messages": [{"role": "user", "content": calibration_content(r)}],
-                "max_tokens": 256, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+        return {"model": prof.model, "messages": messages(r), "max_tokens": 256, "ignore_eos": True,
+                "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
 
     with SimProcess(["--profile", name, "--log-level", "error"]) as sim:
         assert sim.proc is not None
@@ -275,6 +286,9 @@ def main() -> int:
     )
     ap.add_argument("--tokens", type=int, default=500, help="tokens per stream")
     ap.add_argument("--users", type=int, default=40)
+    ap.add_argument(
+        "--scenario", default=str(ROOT / "scenarios" / "quickstart.yaml"), help="workload for --calibrate"
+    )
     ap.add_argument("--duration", type=float, default=40.0)
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--pin", action="store_true", help="pin the simulator to CPU 0 and this client to CPU 1")
@@ -286,9 +300,9 @@ def main() -> int:
     if args.calibrate:
         for name, target in (("vllm-awq-llama3-70b-2x-rtx6000ada", 2210.0),
                              ("aphrodite-exl2-4.5bpw-llama3-70b-2x-rtx6000ada", 2840.0)):  # fmt: skip
-            r = calibrate(name, args.users, args.duration, args.warmup, target)
-            print(f"{name}: {args.users} closed-loop streams, {r['prompt_tokens']}-token prompts, 256 tokens, "
-                  f"{args.duration:.0f} s window after {args.warmup:.0f} s warm-up")  # fmt: skip
+            r = calibrate(name, args.users, args.duration, args.warmup, target, args.scenario)
+            print(f"{name}: {args.users} closed-loop streams, {args.scenario} prompts ({r['prompt_tokens']:.0f} "
+                  f"tokens on average), 256 tokens, {args.duration:.0f} s window after {args.warmup:.0f} s warm-up")  # fmt: skip
             print(f"  measured {r['measured_tok_s']:.1f} tok/s  target {r['target_tok_s']:.0f}  "
                   f"analytic {r['analytic_tok_s']:.1f}  error {r['error_pct']:+.2f}%  "
                   f"ratio measured/analytic {r['measured_tok_s'] / r['analytic_tok_s']:.4f}")  # fmt: skip

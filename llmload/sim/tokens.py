@@ -1,8 +1,8 @@
 """Deterministic stand-ins for a tokenizer and a sampler.
 
-- Prompt tokens: each whitespace-separated word counts ceil(len(word) / 6) tokens (about 1.3 tokens per
-  English word); each chat message adds 4 template tokens and the assistant header adds 3 (Llama-3-like).
-  Token ids are hashes of (word, piece), so equal prompt prefixes give equal block hashes.
+- Prompt tokens: each whitespace-separated word counts ceil(len(word) / 8) tokens (one per common
+  English word, as Llama-3's 128k vocabulary mostly gives; long words count more); each chat message
+  adds 4 template tokens, the assistant header 3 and begin-of-text 1 (Llama-3-like).  Token ids are hashes of (word, piece), so equal prompt prefixes give equal block hashes.
 - Output length: ``max_tokens`` with ignore_eos (or min_tokens >= max_tokens); otherwise a lognormal
   natural stop length drawn from a generator seeded by (simulator seed, request seed, request content).
 - Token text: short pseudo-words such as " tok123".
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 from llmload.sim.profiles import OutputLength
 
-CHARS_PER_TOKEN = 6
+CHARS_PER_TOKEN = 8
 MESSAGE_OVERHEAD = 4
 ASSISTANT_HEADER = 3
 TOKEN_TEXTS: tuple[str, ...] = tuple(f" tok{i}" for i in range(1000))
 
 
 def word_token_ids(text: str) -> list[int]:
-    """Pseudo token ids of a text: ceil(len(word)/6) ids per whitespace word."""
+    """Pseudo token ids of a text: ceil(len(word)/8) ids per whitespace word."""
     ids: list[int] = []
     for word in text.split():
         b = word.encode()
