@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the system packages the test suite uses, when missing (Debian/Ubuntu, as root or with sudo):
 # InfluxDB 1.x and VictoriaMetrics (telemetry tests), Chromium + driver (browser tests),
-# docker-compose 1.x (offline compose validation). Safe to run repeatedly.
+# docker-compose 1.x and shellcheck (offline compose and entry-script validation). Safe to run repeatedly.
 set -euo pipefail
 need=()
 command -v influxd >/dev/null 2>&1 || need+=(influxdb)
@@ -9,6 +9,7 @@ command -v victoria-metrics >/dev/null 2>&1 || need+=(victoria-metrics)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
