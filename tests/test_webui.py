@@ -87,7 +87,7 @@ def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float 
 class Proc:
     """A Locust process of ours, its log, and a bounded stop."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.log = log
         self._fh = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.p = subprocess.Popen(
@@ -96,6 +96,7 @@ class Proc:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
         )
 
     def tail(self) -> str:
@@ -116,24 +117,24 @@ class Proc:
         return self.p.returncode
 
 
-def wait_http(proc: Proc, url: str, timeout_s: float = 60.0) -> None:
+def wait_http(proc: Proc, url: str, timeout_s: float = 60.0, auth: Any = None) -> None:
     def up() -> bool:
         if not proc.alive():
             raise AssertionError(f"locust exited early:\n{proc.tail()}")
         try:
-            return httpx.get(url, timeout=2.0).status_code == 200
+            return httpx.get(url, timeout=2.0, auth=auth).status_code == 200
         except httpx.HTTPError:
             return False
 
     wait_for(f"{url} to answer", up, timeout_s, every_s=0.2)
 
 
-def ui_state(base: str) -> str:
-    return str(httpx.get(f"{base}/stats/requests", timeout=5.0).json()["state"])
+def ui_state(base: str, auth: Any = None) -> str:
+    return str(httpx.get(f"{base}/stats/requests", timeout=5.0, auth=auth).json()["state"])
 
 
-def live(base: str) -> dict[str, dict[str, Any]]:
-    rows = httpx.get(f"{base}/llmload/live", timeout=5.0).json()["rows"]
+def live(base: str, auth: Any = None) -> dict[str, dict[str, Any]]:
+    rows = httpx.get(f"{base}/llmload/live", timeout=5.0, auth=auth).json()["rows"]
     return {r["target"]: r for r in rows}
 
 
@@ -343,13 +344,24 @@ def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) ->
     scn.write_text(scenario_text("webui-form", "2s", out, users=1))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = Proc(["--web-host", "127.0.0.1", "--web-port", str(port)], tmp_path / "f.log")  # no --scenario
+    password = "pw-" + os.urandom(6).hex()
+    auth = ("tester", password)
+    proc = Proc(  # no --scenario; the UI behind a password from the environment
+        ["--web-host", "127.0.0.1", "--web-port", str(port)],
+        tmp_path / "f.log",
+        env={"LLMLOAD_WEB_USER": "tester", "LLMLOAD_WEB_PASSWORD": password},
+    )
     try:
-        wait_http(proc, base + "/")
+        wait_http(proc, base + "/", auth=auth)
+        for path in ("/", "/llmload/live", "/llmload/live.csv", "/stats/requests"):
+            assert httpx.get(base + path, timeout=5).status_code == 401, path
+            assert httpx.get(base + path, timeout=5, auth=("tester", "wrong")).status_code == 401, path
         form = {"user_count": "0", "spawn_rate": "0", "llm_set": "", "llm_targets": ""}
+        assert httpx.post(base + "/swarm", data={**form, "scenario": str(scn)}, timeout=10).status_code == 401
+        assert results_dirs(out) == []  # refused before anything was built
 
         def swarm(**kw: str) -> dict[str, Any]:
-            return httpx.post(base + "/swarm", data={**form, **kw}, timeout=60).json()
+            return httpx.post(base + "/swarm", data={**form, **kw}, timeout=60, auth=auth).json()
 
         r = swarm(scenario="")
         assert r["success"] is False and "scenario" in r["message"]
@@ -360,7 +372,7 @@ def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) ->
         assert results_dirs(out) == []  # the refused run left nothing behind
         r = swarm(scenario=str(scn), llm_set="load.users=2, workload.output_tokens=8")
         assert r["success"] is True, r
-        wait_for("the test to end by itself", lambda: ui_state(base) == "stopped", 40)
+        wait_for("the test to end by itself", lambda: ui_state(base, auth) == "stopped", 40)
         (run,) = wait_for("the results dir", lambda: results_dirs(out), 10)
         summary = summary_of(run)
         assert summary["run"]["scenario_name"] == "webui-form"
@@ -368,12 +380,15 @@ def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) ->
         assert sc["load"]["phases"][0]["vus"] == 2 and sc["workload"]["output_tokens"] == 8
         assert set(summary["targets"]) == {"fast-a", "fast-b"}
         assert all(s["requests"]["ok"] > 0 for s in summary["targets"].values())
-        rows = live(base)
+        rows = live(base, auth)
         assert {t: r["requests"] for t, r in rows.items()} == {
             t: s["requests"]["sent"] for t, s in summary["targets"].items()
         }
     finally:
         proc.stop()
+    for f in [tmp_path / "f.log", *run.rglob("*")]:
+        if f.is_file():
+            assert password not in f.read_text(errors="replace"), f
 
 
 # --- distributed: a master and one worker process ------------------------------------------------------

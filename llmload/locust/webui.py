@@ -19,6 +19,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 import time
 from collections import deque
@@ -65,10 +66,13 @@ class LiveView:
     an interval sink (``Conductor.sinks``: the per-target row of each reporting interval).
     """
 
-    def __init__(self, targets: list[str], delivery_delay_s: float) -> None:
+    def __init__(
+        self, targets: list[str], delivery_delay_s: float, clock: Callable[[], float] = time.time
+    ) -> None:
         self.targets = list(targets)
+        self.clock = clock  # wall clock (request lines carry epoch times)
         self.delay_s = delivery_delay_s  # how late request lines reach the aggregator
-        self._recent: dict[str, deque[tuple[float, float, dict[str, Any]]]] = {
+        self._recent: dict[str, deque[tuple[float, dict[str, Any]]]] = {  # (end time, line)
             t: deque() for t in self.targets
         }
         self.last_interval: dict[str, dict[str, Any]] = {}
@@ -93,7 +97,7 @@ class LiveView:
 
     # --- sinks ------------------------------------------------------------------------
     def lines(self, lines: list[dict[str, Any]]) -> None:
-        now = time.time()
+        now = self.clock()
         for line in lines:
             q = self._recent.get(line["target"])
             if q is None:
@@ -102,7 +106,7 @@ class LiveView:
             if self.first_start is None or start < self.first_start:
                 self.first_start = start
             end = start + float(line.get("e2e_ms") or 0.0) / 1000.0
-            q.append((now, end, line))
+            q.append((end, line))
         self._prune(now)
 
     def interval(self, row: dict[str, Any]) -> None:
@@ -113,7 +117,7 @@ class LiveView:
 
     def _prune(self, now: float) -> None:
         for q in self._recent.values():
-            while q and q[0][0] < now - KEEP_S:
+            while q and q[0][0] < now - KEEP_S:  # arrival order: roughly end order
                 q.popleft()
 
     # --- rows -------------------------------------------------------------------------------
@@ -122,7 +126,7 @@ class LiveView:
         hi = now - self.delay_s
         lo = hi - WINDOW_S
         span = max(1.0, hi - max(lo, self.first_start or lo))  # the first seconds of a run
-        done = [ln for _, end, ln in self._recent.get(target, ()) if lo < end <= hi]
+        done = [ln for end, ln in self._recent.get(target, ()) if lo < end <= hi]
         ok = [ln for ln in done if ln.get("status") == "ok"]
         ttft = [ln["ttft_ms"] for ln in ok if ln.get("ttft_ms") is not None]
         tpot = [ln["tpot_ms"] for ln in ok if ln.get("tpot_ms") is not None]
@@ -138,7 +142,7 @@ class LiveView:
     def rows(self, agg: Any, now: float | None = None) -> list[dict[str, Any]]:
         if self.final is not None:
             return self.final
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         self._prune(now)
         by_class: dict[str, dict[str, int]] = {t: {} for t in self.targets}
         for d in agg.levels.values():
@@ -318,6 +322,7 @@ def register(
         return resp
 
     web_ui.app.register_blueprint(bp)
+    _require_password(web_ui.app)
 
     @web_ui.app.after_request
     def _extend(response: Response) -> Response:
@@ -344,6 +349,33 @@ def register(
         if err is None:
             return None
         return jsonify({"success": False, "message": err, "host": web_ui.environment.host})
+
+
+def _require_password(app: Any) -> None:
+    """HTTP basic auth on every page and endpoint when LLMLOAD_WEB_PASSWORD is set (user:
+    LLMLOAD_WEB_USER, default "llmload"). For shared hosts; the password never leaves the
+    environment (not logged, not in results)."""
+    import hmac
+
+    from flask import Response, request
+
+    password = os.environ.get("LLMLOAD_WEB_PASSWORD", "")
+    if not password:
+        return
+    user = os.environ.get("LLMLOAD_WEB_USER", "llmload")
+
+    @app.before_request
+    def _check() -> Response | None:
+        auth = request.authorization
+        if (
+            auth is not None
+            and hmac.compare_digest((auth.username or "").encode(), user.encode())
+            and hmac.compare_digest((auth.password or "").encode(), password.encode())
+        ):
+            return None
+        return Response(
+            "llmload: login required\n", 401, {"WWW-Authenticate": 'Basic realm="llmload", charset="UTF-8"'}
+        )
 
 
 def split_list_value(value: str) -> list[str]:

@@ -1,0 +1,176 @@
+"""The LLM tab's figures (llmload.locust.webui.LiveView), fed by a real Collector -> Aggregator path.
+
+No processes and no browser: records go through the same drain/merge the local runner and the
+master use, and every expected figure is derived here from the records themselves.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import random
+
+from llmload.locust.webui import (
+    COLUMNS,
+    WINDOW_S,
+    LiveView,
+    display_rows,
+    split_list_value,
+    to_csv,
+)
+from llmload.records import FAILURE_CLASSES, RequestRecord
+from llmload.runstate import Aggregator, Collector
+
+NOW = 1_800_000_000.0
+DELAY = 1.5
+
+
+def nearest_rank(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[max(1, math.ceil(p / 100 * len(s))) - 1]
+
+
+def make_records(
+    rng: random.Random, target: str, n: int, end_lo: float, end_hi: float
+) -> list[RequestRecord]:
+    out = []
+    for i in range(n):
+        e2e = rng.uniform(0.2, 1.5)
+        end = rng.uniform(end_lo, end_hi)
+        status = "ok" if i % 7 else rng.choice(["http_5xx", "timeout", "stream_error"])
+        ok = status == "ok"
+        out.append(
+            RequestRecord(
+                target=target,
+                status=status,
+                index=i,
+                start_time=end - e2e,
+                ttft_s=rng.uniform(0.01, 0.3) if ok else None,
+                e2e_s=e2e,
+                itl_s=[0.02, 0.021] if ok else [],
+                output_tokens=rng.randint(2, 64) if ok else 0,
+            )
+        )
+    return out
+
+
+def feed(targets: list[str], records: list[RequestRecord]) -> tuple[Aggregator, LiveView]:
+    col = Collector(targets, worker="w1")
+    agg = Aggregator(targets)
+    view = LiveView(targets, delivery_delay_s=DELAY, clock=lambda: NOW)
+    agg.line_sinks.append(view.lines)
+    for r in records:
+        col.started(r.target)
+        col.record(r)
+    agg.merge(col.drain())
+    return agg, view
+
+
+def test_rows_are_derived_from_the_merged_request_lines() -> None:
+    rng = random.Random(7)
+    hi = NOW - DELAY
+    recent = make_records(rng, "a", 60, hi - WINDOW_S + 0.01, hi) + make_records(rng, "b", 25, hi - 5, hi)
+    old = make_records(rng, "a", 15, hi - 40, hi - WINDOW_S - 1)  # ended before the window
+    agg, view = feed(["a", "b"], recent + old)
+    view.interval({"target": "a", "itl_p50_ms": 20.0, "itl_p99_ms": 21.0, "loop_lag_p99_ms": 1.5})
+    rows = {r["target"]: r for r in view.rows(agg, now=NOW)}
+    assert [r["target"] for r in view.rows(agg, now=NOW)] == ["a", "b"]
+    for t in ("a", "b"):
+        mine = [r for r in recent + old if r.target == t]
+        in_win = [r for r in recent if r.target == t]
+        ok = [r for r in in_win if r.ok]
+        row = rows[t]
+        assert row["requests"] == len(mine)  # run total, warm-up and old ones included
+        fails: dict[str, int] = {}
+        for r in mine:
+            if not r.ok:
+                fails[r.status] = fails.get(r.status, 0) + 1
+        assert row["failures_by_class"] == fails and row["failures"] == sum(fails.values()) > 0
+        first = min(r.start_time for r in recent + old)
+        span = max(1.0, hi - max(hi - WINDOW_S, first))
+        assert row["req_s"] == round(len(in_win) / span, 3)
+        assert row["output_tok_s"] == round(sum(r.output_tokens for r in ok) / span, 1)
+        ttft = [round(r.ttft_s * 1000, 3) for r in ok if r.ttft_s is not None]
+        assert row["ttft_p50_ms"] == nearest_rank(ttft, 50) and row["ttft_p99_ms"] == nearest_rank(ttft, 99)
+        tpot = [round(r.tpot_s * 1000, 3) for r in ok if r.tpot_s is not None]
+        assert row["tpot_p50_ms"] == nearest_rank(tpot, 50)
+    assert rows["a"]["itl_p99_ms"] == 21.0 and rows["a"]["loop_lag_p99_ms"] == 1.5
+    assert rows["b"]["itl_p99_ms"] is None  # no interval row for b yet
+
+
+def test_rates_in_the_first_seconds_use_the_time_elapsed() -> None:
+    rng = random.Random(3)
+    hi = NOW - DELAY
+    recs = make_records(rng, "a", 20, hi - 2.0, hi)  # the run started ~3.5 s ago
+    agg, view = feed(["a"], recs)
+    first = min(r.start_time for r in recs)
+    (row,) = view.rows(agg, now=NOW)
+    assert row["req_s"] == round(20 / max(1.0, hi - first), 3)
+    assert row["req_s"] > 20 / WINDOW_S  # not diluted over the full window
+
+
+def test_nothing_recent_means_no_rates_but_totals_stay() -> None:
+    rng = random.Random(5)
+    recs = make_records(rng, "a", 10, NOW - 50, NOW - 30)
+    agg, view = feed(["a"], recs)
+    (row,) = view.rows(agg, now=NOW)
+    assert row["requests"] == 10 and row["req_s"] == 0 and row["ttft_p50_ms"] is None
+
+
+def test_a_finished_run_shows_the_summary_figures() -> None:
+    summary = {
+        "run": {"client": {"loop_lag_ms": {"p99": 3.25}}},
+        "targets": {
+            "a": {
+                "requests": {"sent": 12, "ok": 10, "by_class": {"ok": 10, "timeout": 2, "http_5xx": 0}},
+                "latency_ms": {
+                    "ttft": {"p50": 11.0, "p99": 19.5},
+                    "itl": {"p50": 2.0, "p99": 4.0},
+                    "tpot": {"p50": 2.5},
+                },
+                "throughput": {"output_tok_s": 321.0, "req_s": 4.5},
+            }
+        },
+    }
+    agg, view = feed(["a", "b"], [])
+    view.finish(summary)
+    (row,) = view.rows(agg)  # b never ran: no row from the summary
+    assert row["requests"] == 12 and row["failures_by_class"] == {"timeout": 2} and row["failures"] == 2
+    assert (row["ttft_p50_ms"], row["ttft_p99_ms"], row["itl_p99_ms"], row["tpot_p50_ms"]) == (
+        11.0,
+        19.5,
+        4.0,
+        2.5,
+    )
+    assert (row["req_s"], row["output_tok_s"], row["loop_lag_p99_ms"]) == (4.5, 321.0, 3.25)
+    assert row["users"] == 0 and row["in_flight"] == 0
+
+
+def test_csv_and_display_rows() -> None:
+    rng = random.Random(11)
+    recs = make_records(rng, "a", 30, NOW - 8, NOW - DELAY)
+    agg, view = feed(["a", "b"], recs)
+    rows = view.rows(agg, now=NOW)
+    parsed = list(csv.DictReader(io.StringIO(to_csv(rows))))
+    assert [p["target"] for p in parsed] == ["a", "b"]
+    assert set(parsed[0]) == {k for k, _ in COLUMNS if k != "failures_by_class"} | {
+        f"failures_{c}" for c in FAILURE_CLASSES
+    }
+    for c in FAILURE_CLASSES:
+        assert int(parsed[0][f"failures_{c}"]) == sum(1 for r in recs if r.status == c)
+    assert float(parsed[0]["ttft_p99_ms"]) == rows[0]["ttft_p99_ms"]
+    assert parsed[1]["ttft_p50_ms"] == "" and parsed[1]["requests"] == "0"
+    shown = display_rows(rows)
+    assert shown[0]["name"] == "a" and shown[1]["ttft_p50_ms"] == ""
+    fails = rows[0]["failures_by_class"]
+    assert shown[0]["failures_by_class"] == ", ".join(f"{c} {n}" for c, n in fails.items()) != ""
+
+
+def test_list_options_from_the_form() -> None:
+    assert split_list_value("load.users=4, workload.output_tokens=[1,2],x-y=a,b") == [
+        "load.users=4",
+        "workload.output_tokens=[1,2]",
+        "x-y=a,b",
+    ]
+    assert split_list_value("") == [] and split_list_value(" a , b ") == ["a", "b"]
