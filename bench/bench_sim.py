@@ -128,7 +128,7 @@ def drive(
 
 def sim_metrics(base: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for fam in text_string_to_metric_families(httpx.get(base + "/metrics").text):
+    for fam in text_string_to_metric_families(httpx.get(base + "/metrics", timeout=60).text):
         for s in fam.samples:
             if s.name.startswith("llmload_sim_") and not s.labels:
                 out[s.name] = s.value

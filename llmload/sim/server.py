@@ -149,9 +149,8 @@ class SimServer:
                 await wake.wait()
                 core.clock = max(core.clock, loop.time())
                 continue
-            delay = res.end - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            # always yield, even when late: I/O (new requests, scrapes, disconnects) must not starve
+            await asyncio.sleep(max(0.0, res.end - loop.time()))
             self._note_lag(loop.time() - res.end)
             self._emit(res)
 
@@ -189,9 +188,9 @@ class SimServer:
                     st.proto.respond(500, wire.error_body(500, msg))
                 continue
             i = e.token_index
-            if i == 0:
-                m.ttft.observe(t - seq.arrival)
-                m.queue.observe((seq.first_scheduled or seq.arrival) - seq.arrival)
+            if i == 0:  # clamped: with host lag a request can join a step whose model start precedes it
+                m.ttft.observe(max(0.0, t - seq.arrival))
+                m.queue.observe(max(0.0, (seq.first_scheduled or seq.arrival) - seq.arrival))
             else:
                 gap = t - st.last_token_t
                 gaps[gap] = gaps.get(gap, 0) + 1
@@ -207,7 +206,7 @@ class SimServer:
                     if i == 0 or len(st.pending) >= st.interval:
                         st.flush(i + 1)
                 continue
-            m.e2e.observe(t - seq.arrival)
+            m.e2e.observe(max(0.0, t - seq.arrival))
             if e.finish_reason == "stop":
                 h.finished_stop += 1
             else:
