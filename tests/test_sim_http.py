@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import statistics
 import time
@@ -476,3 +477,35 @@ def test_overloaded_engine_still_serves_io() -> None:
     assert running > 0  # the scrape came back while the streams were still being generated
     assert lag > 0
     assert scrape_s < 1.0
+
+
+def test_idle_engine_sleeps(sim_b: SimProcess) -> None:
+    assert sim_b.proc is not None
+    stat = f"/proc/{sim_b.proc.pid}/stat"
+
+    def cpu() -> float:
+        with open(stat) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    stream(sim_b.base_url, "/v1/chat/completions", chat(3))  # ran, now idle
+    c0 = cpu()
+    time.sleep(1.5)
+    assert cpu() - c0 < 0.1  # no busy loop: only the 0.5 s GPU sampler wakes it
+
+
+def test_repeated_prompt_hits_prefix_cache_over_http(sim_a: SimProcess) -> None:
+    def hits() -> float:
+        return sample_value(
+            metric_families(sim_a.base_url), "vllm:prefix_cache_hits", "vllm:prefix_cache_hits_total"
+        )
+
+    body = chat(2, stream=False, messages=[{"role": "user", "content": "shared context " * 200}])
+    before = hits()
+    first = httpx.post(sim_a.base_url + "/v1/chat/completions", json=body).json()
+    after_first = hits()
+    httpx.post(sim_a.base_url + "/v1/chat/completions", json=body)
+    gained = hits() - after_first
+    prompt = first["usage"]["prompt_tokens"]
+    assert after_first == before  # a new prompt: no hits
+    assert prompt - 16 <= gained <= prompt  # the repeat: every full block but the last (as vLLM)
