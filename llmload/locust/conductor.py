@@ -163,7 +163,7 @@ class Conductor:
 
     def broadcast_step(self, number: int, now: float) -> None:
         assert self.run_t0 is not None
-        data = {"number": number, "t0": now, "run_t0": self.run_t0}
+        data = {"number": number, "t0": now, "run_t0": self.run_t0, "run_id": self.run_id}
         self.run.apply_step(number, now, self.run_t0)
         if self.distributed:
             self.env.runner.send_message(MSG_STEP, data)

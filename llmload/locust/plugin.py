@@ -188,14 +188,18 @@ def _on_scenario_message(msg: Any, **_: Any) -> None:
         worker_count=data["count"],
     )
     STATE.run = run
+    # This worker's own llm_request points (tagged with its id); spooled locally if InfluxDB is down.
+    spool = Path("llmload-spool") / str(data.get("run_id", "run")) / str(runner.client_id)
+    STATE.sink = make_sink(sc, str(data.get("run_id", "run")), spool, str(runner.client_id), run.collector)
     env.user_classes = [
         make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets
     ]
     env.stop_timeout = sc.load.stop_grace
     run.start_lag_monitor()
-    if STATE.pending_step is not None:
-        d = STATE.pending_step
+    d = STATE.pending_step
+    if d is not None and d.get("run_id") == data.get("run_id"):  # a step of this run that came first
         run.apply_step(d["number"], d["t0"], d["run_t0"])
+    STATE.pending_step = None
 
 
 def _on_step_message(msg: Any, **_: Any) -> None:

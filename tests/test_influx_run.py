@@ -1,0 +1,179 @@
+"""`llmload run --influx` end to end: real simulators, real Locust, real InfluxDB 1.6.7 / VictoriaMetrics."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.servers import influxdb_server, victoria_metrics_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCENARIO = """\
+name: influx-e2e
+client: {{loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}}  # functional test
+targets:
+  - name: fast-a
+    kind: sim
+    sim: {{profile: test-fast-a}}
+  - name: fast-b
+    kind: sim
+    sim: {{profile: test-fast-b}}
+workload: {{input_tokens: 30, output_tokens: 24}}
+load: {{users: 3, duration: {duration}, warmup: 1s, stop_grace: 10s}}
+"""
+
+
+def llmload(args: list[str], timeout: float = 150) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "llmload", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def lines(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_v1_run_stores_one_point_per_request(tmp_path: Path, workers: int) -> None:
+    scn = tmp_path / "s.yaml"
+    scn.write_text(SCENARIO.format(duration="6s"))
+    out = tmp_path / "r"
+    with influxdb_server(tmp_path) as influx:
+        influx.create_database("llmload")
+        args = [
+            "run",
+            str(scn),
+            "--results",
+            str(out),
+            "--no-reports",
+            "--influx",
+            f"{influx.url}?db=llmload",
+        ]
+        if workers:
+            args += ["--workers", str(workers)]
+        r = llmload(args)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        sent = lines(out)
+        assert influx.count("llm_request", "index", db="llmload") == len(sent) > 0
+        rows = influx.query(
+            "SELECT count(ttft_ms) FROM llm_request WHERE status = 'ok' GROUP BY target", db="llmload"
+        )
+        by_target = {row["target"]: row["count"] for row in rows}
+        for t in ("fast-a", "fast-b"):
+            assert by_target[t] == sum(1 for x in sent if x["target"] == t and x["status"] == "ok")
+        if workers:
+            w = influx.query("SELECT count(index) FROM llm_request GROUP BY worker", db="llmload")
+            assert len(w) == workers  # each worker wrote its own requests
+        assert influx.count("llm_interval", "output_tok_s", db="llmload") > 0
+        assert influx.count("llm_event", "text", db="llmload") >= 2
+        summary = json.loads((out / "summary.json").read_text())
+        stats = summary["run"]["influx"]
+        assert stats["spooled"] == 0 and stats["written"] > 0
+
+
+@pytest.mark.timeout(200)
+def test_outage_mid_run_loses_nothing_after_replay(tmp_path: Path) -> None:
+    scn = tmp_path / "s.yaml"
+    scn.write_text(SCENARIO.format(duration="12s"))
+    out = tmp_path / "r"
+    with influxdb_server(tmp_path) as influx:
+        influx.create_database("llmload")
+        url = f"{influx.url}?db=llmload"
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "llmload",
+                "run",
+                str(scn),
+                "--results",
+                str(out),
+                "--no-reports",
+                "--quiet",
+                "--influx",
+                url,
+                "--influx-max-retries",
+                "1",
+                "--influx-max-retry-time",
+                "1",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        t0 = time.monotonic()
+        # wait until points flow, then take the database away for ~5 s
+        deadline = time.monotonic() + 60
+        while influx.count("llm_request", "index", db="llmload") == 0:
+            assert time.monotonic() < deadline and proc.poll() is None, "no point reached InfluxDB"
+            time.sleep(0.5)
+        influx.stop()
+        time.sleep(5)
+        influx.start()
+        log = proc.communicate(timeout=150)[0]
+        elapsed = time.monotonic() - t0
+        assert proc.returncode == 0, log[-3000:]
+        assert elapsed < 12 + 60  # the outage did not hold the run (duration + startup + grace)
+        sent = lines(out)
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["run"]["influx"]["spooled"] > 0  # something was spooled during the outage
+        before = influx.count("llm_request", "index", db="llmload")
+        assert before < len(sent)
+        r = llmload(["influx", "replay", str(out), "--influx", url])
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert influx.count("llm_request", "index", db="llmload") == len(sent)
+
+
+@pytest.mark.timeout(200)
+def test_v2_write_path_through_victoria_metrics(tmp_path: Path) -> None:
+    scn = tmp_path / "s.yaml"
+    scn.write_text(SCENARIO.format(duration="5s"))
+    out = tmp_path / "r"
+    with victoria_metrics_server(tmp_path) as vm:
+        r = llmload(
+            ["run", str(scn), "--results", str(out), "--no-reports", "--influx", f"{vm.url}?org=o&bucket=b"]
+        )
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        sent = lines(out)
+        n = vm.sample_count('{__name__="llm_request_index"}')
+        assert n == len(sent) > 0
+
+
+def test_token_never_reaches_results_or_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "tok-" + "s3cr3t" * 4
+    scn = tmp_path / "s.yaml"
+    scn.write_text(SCENARIO.format(duration="3s"))
+    out = tmp_path / "r"
+    with victoria_metrics_server(tmp_path) as vm:
+        proc_env = {**__import__("os").environ, "INFLUX_TOKEN": secret}
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "llmload",
+                "run",
+                str(scn),
+                "--results",
+                str(out),
+                "--influx",
+                f"{vm.url}?org=o&bucket=b",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=150,
+            cwd=ROOT,
+            env=proc_env,
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert secret not in r.stdout + r.stderr
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert secret not in f.read_text(errors="replace"), f
