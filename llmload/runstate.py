@@ -24,6 +24,41 @@ from llmload.records import RequestRecord
 WARMUP = "warmup"
 
 
+class StreamCounter(dict):  # type: ignore[type-arg]
+    """Tokens received per target, cumulative, updated on every socket read.
+
+    In-flight requests keep a reference to this one object for their whole life,
+    so it is never replaced. Tokens that arrive while a target's measurement
+    window is open (after warm-up, before the load stops) also count in
+    ``window``: the steady-state throughput, exact to one read.
+    """
+
+    def __init__(self, targets: list[str]) -> None:
+        super().__init__(dict.fromkeys(targets, 0))
+        self.window: dict[str, int] = dict.fromkeys(targets, 0)
+        self.spans: dict[str, list[float | None]] = {t: [None, None] for t in targets}
+
+    def __setitem__(self, key: str, value: int) -> None:
+        span = self.spans.get(key)
+        if span is not None and span[0] is not None:
+            now = time.time()
+            if span[0] <= now and (span[1] is None or now < span[1]):
+                self.window[key] += value - self.get(key, 0)
+        dict.__setitem__(self, key, value)
+
+    def open(self, target: str, at: float) -> None:
+        span = self.spans[target]
+        if span[0] is None:
+            span[0] = at
+        elif span[1] is not None:  # reopened (sequential mode comes back): keep the first start
+            span[1] = None
+
+    def close(self, target: str, at: float) -> None:
+        span = self.spans[target]
+        if span[0] is not None and span[1] is None:
+            span[1] = max(at, span[0])
+
+
 class Collector:
     def __init__(self, targets: list[str], worker: str = "local") -> None:
         self.targets = targets
@@ -37,7 +72,8 @@ class Collector:
         self.sent: dict[str, int] = dict.fromkeys(targets, 0)
         self.dropped: dict[str, int] = dict.fromkeys(targets, 0)
         self.delayed: dict[str, int] = dict.fromkeys(targets, 0)
-        self.streamed: dict[str, int] = dict.fromkeys(targets, 0)  # tokens received, updated per read
+        self.streamed = StreamCounter(targets)  # tokens received, updated per read (never replaced)
+        self._streamed_reported: dict[str, int] = dict.fromkeys(targets, 0)
         self.loop_lag = Histogram()
         self.listeners: list[Callable[[RequestRecord], None]] = []
 
@@ -63,15 +99,28 @@ class Collector:
             fn(rec)
 
     def cpu_percent(self) -> float | None:
-        try:
-            import psutil
+        """This process's CPU use (% of one core) since the last reading at least 1 s ago.
 
-            if not hasattr(self, "_proc"):
-                self._proc = psutil.Process()
-                self._proc.cpu_percent(None)
-            return float(self._proc.cpu_percent(None))
-        except Exception:  # noqa: BLE001 - CPU figures are best effort
+        Readings closer together than that repeat the previous value: over a few
+        milliseconds, the kernel's 10 ms accounting ticks make any percentage noise.
+        """
+        t = time.monotonic()
+        try:
+            import os
+
+            cpu = sum(os.times()[:2])
+        except OSError:
             return None
+        last = getattr(self, "_cpu_last", None)
+        if last is None:
+            self._cpu_last = (t, cpu)
+            self._cpu_value: float | None = None
+            return None
+        dt = t - last[0]
+        if dt >= 1.0:
+            self._cpu_value = round(100.0 * (cpu - last[1]) / dt, 1)
+            self._cpu_last = (t, cpu)
+        return self._cpu_value
 
     def drain(self) -> dict[str, Any]:
         """Take everything measured since the last drain (and reset it)."""
@@ -82,7 +131,9 @@ class Collector:
             lag, self.loop_lag = self.loop_lag, Histogram()
             dropped, self.dropped = self.dropped, dict.fromkeys(self.targets, 0)
             delayed, self.delayed = self.delayed, dict.fromkeys(self.targets, 0)
-            streamed, self.streamed = self.streamed, dict.fromkeys(self.targets, 0)
+            cum = dict(self.streamed)
+            streamed = {t: cum.get(t, 0) - self._streamed_reported.get(t, 0) for t in self.targets}
+            self._streamed_reported = cum
         return {
             "worker": self.worker,
             "levels": [[ph, lv, {t: s.to_wire() for t, s in d.items()}] for (ph, lv), d in levels.items()],
@@ -94,6 +145,8 @@ class Collector:
             "dropped": dropped,
             "delayed": delayed,
             "streamed": streamed,
+            "window_tokens": dict(self.streamed.window),
+            "window_spans": {t: list(v) for t, v in self.streamed.spans.items()},
             "loop_lag": lag.to_wire(),
             "cpu": self.cpu_percent(),
             "t": time.time(),
@@ -116,6 +169,8 @@ class Aggregator:
         self.loop_lag = Histogram()
         self.interval_lag = Histogram()
         self.interval_streamed: dict[str, int] = dict.fromkeys(targets, 0)
+        self.window_tokens: dict[str, dict[str, int]] = {}  # worker -> target -> cumulative
+        self.window_spans: dict[str, dict[str, list[float | None]]] = {}
         self.last_seen: dict[str, float] = {}
         self.line_sinks: list[Callable[[list[dict[str, Any]]], None]] = []
         self.lines_total = 0
@@ -143,6 +198,9 @@ class Aggregator:
             self.delayed[t] = self.delayed.get(t, 0) + n
         for t, n in delta.get("streamed", {}).items():
             self.interval_streamed[t] = self.interval_streamed.get(t, 0) + n
+        if "window_tokens" in delta:
+            self.window_tokens[w] = delta["window_tokens"]
+            self.window_spans[w] = delta["window_spans"]
         lag = Histogram.from_wire(delta["loop_lag"])
         self.loop_lag.merge(lag)
         self.interval_lag.merge(lag)
@@ -167,6 +225,20 @@ class Aggregator:
         self.lost_unaccounted = getattr(self, "lost_unaccounted", 0) + sum(
             max(0, n - done.get(t, 0)) for t, n in sent.items()
         )
+
+    def steady_throughput(self, target: str) -> tuple[float, float] | None:
+        """(tokens/s, window seconds) from tokens received while the target's window was open."""
+        starts = [sp[target][0] for sp in self.window_spans.values() if sp.get(target, [None])[0] is not None]
+        ends = [
+            sp[target][1] for sp in self.window_spans.values() if sp.get(target, [None, None])[1] is not None
+        ]
+        if not starts or not ends:
+            return None
+        span = max(ends) - min(starts)
+        if span <= 0:
+            return None
+        tokens = sum(d.get(target, 0) for d in self.window_tokens.values())
+        return tokens / span, span
 
     def completed_by(self, worker: str, target: str) -> int:
         return self.completed_by_worker.get(worker, {}).get(target, 0)

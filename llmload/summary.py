@@ -81,6 +81,16 @@ def build_summary(
         block["requests"]["dropped"] = agg.dropped.get(t.name, 0)
         block["requests"]["delayed"] = agg.delayed.get(t.name, 0)
         block["tokens"]["prompt"] = st.prompt_tokens
+        steady = agg.steady_throughput(t.name)
+        if steady is not None:
+            # Tokens received while the target's window was open (after warm-up, until the load
+            # stopped), over that window: exact to one socket read, immune to requests ending in bursts.
+            block["throughput"]["output_tok_s"] = round(steady[0], 3)
+            block["throughput"]["window_s"] = round(steady[1], 3)
+            block["throughput"]["req_s"] = round(st.ok / steady[1], 4)
+            block["throughput"]["basis"] = "streamed"
+        else:
+            block["throughput"]["basis"] = "requests"
         targets[t.name] = {
             "kind": t.kind,
             "model": t.model,

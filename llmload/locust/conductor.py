@@ -60,6 +60,7 @@ class Conductor:
         self.influx_stats: dict[str, Any] | None = None
         self.run_id = ""
         self.scenario_sent_to: list[str] = []
+        self._last_tick: tuple[int, float, list[Any] | None] | None = None
         self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
         self.send_scenario: Any = None  # plugin.send_scenario (master), set by the plugin
         self._interval_greenlet: gevent.Greenlet | None = None
@@ -115,8 +116,17 @@ class Conductor:
                     gevent.spawn(self.run.abort_inflight)
             return (0, 50.0, None)
         if self.state == "running":
-            return self.users_for(self.run.plan[self.step_no])
-        return (0, 50.0, None)
+            tup = self.users_for(self.run.plan[self.step_no])
+            last = self._last_tick
+            if tup[0] and last is not None and last[0] and last[2] != tup[2]:
+                # Locust keeps the old users when only the classes change at the same count:
+                # stop them first (gracefully, in-flight streams finish), start the new ones next tick.
+                self._last_tick = (0, 50.0, None)
+                return self._last_tick
+            self._last_tick = tup
+            return tup
+        self._last_tick = (0, 50.0, None)
+        return self._last_tick
 
     def users_for(self, ps: Any) -> tuple[int, float, list[Any] | None]:
         st = ps.step

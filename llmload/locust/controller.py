@@ -84,6 +84,7 @@ class LLMRun:
         self.draining = False
         self.run_t0: float | None = None  # wall time the first step started
         self.measure_start: float | None = None
+        self.target_measure_start: dict[str, float] = {}  # warm-up ends per target (sequential: each its own)
         self._counters = dict.fromkeys(self.targets, 0)
         self._step_counts = dict.fromkeys(self.targets, 0)
         self._drivers = Group()
@@ -100,10 +101,19 @@ class LLMRun:
         self.measure_start = run_t0 + self.sc.load.warmup
         self._drivers.kill(block=False)
         if number >= len(self.plan):
-            self.current = None
+            self.current = None  # settle between levels: in-flight streams go on, windows stay open
             return
         ps = self.plan[number]
         self.current = ps
+        counter = self.collector.streamed
+        for t in self.targets:
+            if t in ps.targets:
+                if t not in self.target_measure_start:
+                    first = run_t0 if self.sc.load.mode == "parallel" else t0
+                    self.target_measure_start[t] = first + self.sc.load.warmup
+                counter.open(t, max(t0, self.target_measure_start[t]))
+            else:
+                counter.close(t, t0)
         self._step_counts = dict.fromkeys(self.targets, 0)
         if ps.step.open_loop:
             for t in ps.targets:
@@ -112,6 +122,9 @@ class LLMRun:
     def start_draining(self) -> None:
         self.draining = True
         self.current = None
+        now = time.time()
+        for t in self.targets:
+            self.collector.streamed.close(t, now)
         self._drivers.kill(block=False)
 
     def abort_inflight(self) -> None:
@@ -222,7 +235,8 @@ class LLMRun:
             base_path=transport.base_path,
         )
         now = time.time()
-        in_warmup = self.measure_start is not None and (intended or now) < self.measure_start
+        ends = self.target_measure_start.get(t, self.measure_start)
+        in_warmup = ends is not None and (intended or now) < ends
         rec = RequestRecord(
             target=t,
             index=spec.index,
