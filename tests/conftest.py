@@ -13,6 +13,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
+ARTIFACTS = ROOT / "test-artifacts"  # screenshots and other things a person may want to look at
+# Debian's Chromium, headless, with nothing reaching out to the network (shared/infra.md)
+CHROMIUM = "/usr/bin/chromium"
+CHROME_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def start_port_file_process(cmd: list[str], tmp_path: Path, name: str, timeout_s: float = 20.0):

@@ -21,18 +21,8 @@ import pytest
 from llmload.report.charts import PALETTE
 from llmload.report.html import build_html
 from llmload.report.synth import SynthLevel, SynthTarget, write_results_dir
+from tests.conftest import ARTIFACTS, CHROME_ARGS, CHROMIUM
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-CHROME_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TARGETS = [
     SynthTarget("vllm", ttft_ms=60, gpus=2, cost_per_hour=8.0),
     SynthTarget("aphrodite", ttft_ms=90, itl_ms=25, gpus=1, cost_per_hour=3.5, failures={"stream_error": 3}),

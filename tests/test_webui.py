@@ -23,19 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import IN_CI, ROOT
-
-CHROMIUM = "/usr/bin/chromium"
-CHROME_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = ROOT / "test-artifacts"
+from tests.conftest import ARTIFACTS, CHROME_ARGS, CHROMIUM, IN_CI, ROOT
 
 
 def scenario_text(name: str, duration: str, out: Path, users: int = 2) -> str:
