@@ -30,17 +30,19 @@ import gevent
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from llmload.gctune import freeze_startup_objects  # noqa: E402
 from llmload.openai_stream import build_request, stream_request  # noqa: E402
 from llmload.records import RequestRecord  # noqa: E402
 from llmload.transport import GeventTransport  # noqa: E402
 
 INTERVAL_MS = 20.0  # 50 tokens/s per stream
 CHUNKS = 50  # one request = 1 s of streaming
+READ_TIMEOUT = 120.0
 
 
 class Tap(GeventTransport):
     def __init__(self, base_url: str, sink: list[tuple[float, bytes]], fixed_1k: bool = False) -> None:
-        super().__init__(base_url, block_size=1024 if fixed_1k else 65536)
+        super().__init__(base_url, block_size=1024 if fixed_1k else 65536, read_timeout_s=READ_TIMEOUT)
         self.sink = sink
         self.fixed_1k = fixed_1k
 
@@ -99,6 +101,7 @@ def measure(url: str, streams: int, seconds: float, fixed_1k: bool = False) -> d
             records.append(stream_request(tr, req, RequestRecord(target="b")))
         tr.close()
 
+    freeze_startup_objects()  # as llmload's load processes do
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     gevent.joinall([gevent.spawn(user, i) for i in range(streams)], timeout=seconds + 30)

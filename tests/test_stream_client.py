@@ -220,3 +220,45 @@ def test_request_body_asks_for_usage_and_controls_length() -> None:
     assert body["min_p"] == 0.1 and body["temperature"] == 0.0
     assert req.headers["Authorization"] == "Bearer sk-secret"
     assert "sk-secret" not in req.body.decode()
+
+
+def test_silent_stream_times_out_through_the_watchdog(sse_server: str) -> None:
+    """A stream that stops sending is cut after read_timeout (no per-read socket timeout is used)."""
+    import time
+
+    tr = GeventTransport(sse_server, read_timeout_s=1.0)
+    frames = [[5, content("a")], [3000, content("b", finish="stop")]]  # 3 s of silence mid-stream
+    req = build_request(
+        api="chat",
+        model="m",
+        prompt="hi",
+        max_tokens=4,
+        extra_body={"llmload_test": {"mode": "raw", "frames": frames}},
+    )
+    t0 = time.monotonic()
+    rec = stream_request(tr, req, RequestRecord(target="t"))
+    took = time.monotonic() - t0
+    assert rec.status == "timeout" and rec.chunks == 1
+    assert 0.9 < took < 2.5
+    # the pool is still usable after a cut stream
+    ok = stream_request(
+        tr, build_request(api="chat", model="m", prompt="hi", max_tokens=4), RequestRecord(target="t")
+    )
+    assert ok.status == "ok"
+
+
+def test_no_response_headers_times_out(sse_server: str) -> None:
+    key = __import__("uuid").uuid4().hex
+    tr = GeventTransport(sse_server, read_timeout_s=1.0)
+    spec = {
+        "mode": "stall",
+        "stall_key": key,
+        "stall_after_s": 0,
+        "stall_s": 5,
+        "n": 2,
+        "first_ms": 1,
+        "interval_ms": 1,
+    }
+    req = build_request(api="chat", model="m", prompt="hi", max_tokens=2, extra_body={"llmload_test": spec})
+    rec = stream_request(tr, req, RequestRecord(target="t"))
+    assert rec.status == "timeout" and "headers" in (rec.error or "")

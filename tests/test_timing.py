@@ -14,6 +14,7 @@ import time
 import gevent
 import pytest
 
+from llmload.gctune import freeze_startup_objects
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
 from llmload.transport import GeventTransport
@@ -59,6 +60,7 @@ def test_clock_domains_match() -> None:
 
 @pytest.mark.timeout(120)
 def test_ttft_and_itl_match_server_send_times_at_100_streams(sse_server: str) -> None:
+    freeze_startup_objects()  # as llmload's load processes do when the load starts (llmload/gctune.py)
     taps: list[tuple[float, float]] = []
     records: list[RequestRecord] = []
     spec = {"mode": "timed", "n": CHUNKS, "first_ms": 50, "interval_ms": INTERVAL_MS}

@@ -17,6 +17,7 @@ import gevent
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 
+from llmload.gctune import freeze_startup_objects
 from llmload.load.executors import Step, arrival_times, plan_steps
 from llmload.load.workload import RequestSpec, WorkloadSource
 from llmload.openai_stream import build_request, stream_request
@@ -278,6 +279,7 @@ class LLMRun:
     def start_lag_monitor(self, period_s: float = 0.01) -> None:
         if self._lag_greenlet is not None:
             return
+        freeze_startup_objects()  # the load starts now: no full-GC pause over start-up objects (gctune)
 
         def loop() -> None:
             clock = time.perf_counter

@@ -34,6 +34,7 @@ class LLMUser(FastHttpUser):
     wait_time = constant(0)
     llm_run: LLMRun | None = None
     target_name: str = ""
+    read_timeout: float = 120.0
 
     @task
     def stream(self) -> None:
@@ -43,7 +44,7 @@ class LLMUser(FastHttpUser):
             return
         if not hasattr(self, "_transport"):
             client = self.client.client.clientpool.get_client(URL(self.host))
-            self._transport = GeventTransport(self.host, client=client)
+            self._transport = GeventTransport(self.host, client=client, read_timeout_s=self.read_timeout)
         run.closed_loop_iteration(self, self._transport)
 
 
@@ -54,7 +55,8 @@ def make_user_class(target: Any, run: LLMRun, connect_timeout: float, read_timeo
         "llm_run": run,
         "weight": 1,
         "connection_timeout": connect_timeout,
-        "network_timeout": read_timeout,
+        "network_timeout": None,  # reads block; the transport's watchdog enforces read_timeout
+        "read_timeout": read_timeout,
         "concurrency": 1,
         "max_retries": 0,
         "insecure": False,
