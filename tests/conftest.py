@@ -83,3 +83,32 @@ def sim_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
     finally:
         for p in procs:
             stop_process(p)
+
+
+# --- shared by the end-to-end tests --------------------------------------------------------------
+
+# Functional tests check behaviour, not timing quality: a busy 2-core CI host must not turn their
+# runs into "client overloaded" (exit 3). tests/test_timing.py and `make bench` judge accuracy.
+TOLERANT_CLIENT = "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}"
+
+
+def two_sim_scenario(
+    name: str = "e2e",
+    *,
+    duration: str = "6s",
+    users: int = 4,
+    input_tokens: str = "40",
+    output_tokens: int = 32,
+    warmup: str = "1s",
+    stop_grace: str = "10s",
+) -> str:
+    """A scenario with the two fast simulated engines (test-fast-a, test-fast-b), started by llmload."""
+    return f"""\
+name: {name}
+{TOLERANT_CLIENT}
+targets:
+  - {{name: fast-a, kind: sim, sim: {{profile: test-fast-a}}}}
+  - {{name: fast-b, kind: sim, sim: {{profile: test-fast-b}}}}
+workload: {{input_tokens: {input_tokens}, output_tokens: {output_tokens}}}
+load: {{users: {users}, duration: {duration}, warmup: {warmup}, stop_grace: {stop_grace}}}
+"""

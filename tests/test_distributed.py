@@ -14,29 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import two_sim_scenario
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def scenario(duration: str, users: int = 4) -> str:
-    return f"""\
-name: dist
-client: {{loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}}
-targets:
-  - name: fast-a
-    kind: sim
-    sim: {{profile: test-fast-a}}
-  - name: fast-b
-    kind: sim
-    sim: {{profile: test-fast-b}}
-workload:
-  input_tokens: 40
-  output_tokens: 32
-load:
-  users: {users}
-  duration: {duration}
-  warmup: 1s
-  stop_grace: 10s
-"""
+    return two_sim_scenario("dist", duration=duration, users=users)
 
 
 def free_port() -> int:

@@ -10,23 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import two_sim_scenario
 from tests.servers import influxdb_server, victoria_metrics_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SCENARIO = """\
-name: influx-e2e
-client: {{loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}}  # functional test
-targets:
-  - name: fast-a
-    kind: sim
-    sim: {{profile: test-fast-a}}
-  - name: fast-b
-    kind: sim
-    sim: {{profile: test-fast-b}}
-workload: {{input_tokens: 30, output_tokens: 24}}
-load: {{users: 3, duration: {duration}, warmup: 1s, stop_grace: 10s}}
-"""
+
+def scenario(duration: str) -> str:
+    return two_sim_scenario("influx-e2e", duration=duration, users=3, input_tokens="30", output_tokens=24)
 
 
 def llmload(args: list[str], timeout: float = 150) -> subprocess.CompletedProcess[str]:
@@ -43,7 +34,7 @@ def lines(out: Path) -> list[dict]:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_v1_run_stores_one_point_per_request(tmp_path: Path, workers: int) -> None:
     scn = tmp_path / "s.yaml"
-    scn.write_text(SCENARIO.format(duration="6s"))
+    scn.write_text(scenario("6s"))
     out = tmp_path / "r"
     with influxdb_server(tmp_path) as influx:
         influx.create_database("llmload")
@@ -81,7 +72,7 @@ def test_v1_run_stores_one_point_per_request(tmp_path: Path, workers: int) -> No
 @pytest.mark.timeout(200)
 def test_outage_mid_run_loses_nothing_after_replay(tmp_path: Path) -> None:
     scn = tmp_path / "s.yaml"
-    scn.write_text(SCENARIO.format(duration="12s"))
+    scn.write_text(scenario("12s"))
     out = tmp_path / "r"
     with influxdb_server(tmp_path) as influx:
         influx.create_database("llmload")
@@ -135,7 +126,7 @@ def test_outage_mid_run_loses_nothing_after_replay(tmp_path: Path) -> None:
 @pytest.mark.timeout(200)
 def test_v2_write_path_through_victoria_metrics(tmp_path: Path) -> None:
     scn = tmp_path / "s.yaml"
-    scn.write_text(SCENARIO.format(duration="5s"))
+    scn.write_text(scenario("5s"))
     out = tmp_path / "r"
     with victoria_metrics_server(tmp_path) as vm:
         r = llmload(
@@ -150,7 +141,7 @@ def test_v2_write_path_through_victoria_metrics(tmp_path: Path) -> None:
 def test_token_never_reaches_results_or_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "tok-" + "s3cr3t" * 4
     scn = tmp_path / "s.yaml"
-    scn.write_text(SCENARIO.format(duration="3s"))
+    scn.write_text(scenario("3s"))
     out = tmp_path / "r"
     with victoria_metrics_server(tmp_path) as vm:
         proc_env = {**__import__("os").environ, "INFLUX_TOKEN": secret}

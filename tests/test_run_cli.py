@@ -9,27 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import two_sim_scenario
+
 ROOT = Path(__file__).resolve().parent.parent
 
-SIM_SCENARIO = """\
-name: e2e
-client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}  # functional test; accuracy: test_timing
-targets:
-  - name: fast-a
-    kind: sim
-    sim: {profile: test-fast-a}
-  - name: fast-b
-    kind: sim
-    sim: {profile: test-fast-b}
-workload:
-  input_tokens: {dist: uniform, min: 20, max: 60}
-  output_tokens: 32
-load:
-  users: 4
-  duration: 6s
-  warmup: 1s
-  stop_grace: 10s
-"""
+SIM_SCENARIO = two_sim_scenario("e2e", input_tokens="{dist: uniform, min: 20, max: 60}")
 
 
 def llmload(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
