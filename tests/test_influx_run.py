@@ -121,6 +121,10 @@ def test_outage_mid_run_loses_nothing_after_replay(tmp_path: Path) -> None:
         r = llmload(["influx", "replay", str(out), "--influx", url])
         assert r.returncode == 0, r.stdout + r.stderr
         assert influx.count("llm_request", "index", db="llmload") == len(sent)
+        after = json.loads((out / "summary.json").read_text())["run"]["influx"]
+        assert (
+            after["replayed"] == after["spooled"] and after["remaining"] == 0
+        )  # the summary states the replay
 
 
 @pytest.mark.timeout(200)

@@ -14,6 +14,7 @@ in place for the next try), 2 bad input (no such directory, invalid options).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -101,10 +102,29 @@ def replay(spool_dir: Path, config: InfluxConfig, out: TextIO | None = None) -> 
         f"in {time.monotonic() - start:.1f} s; remaining {failed_points} points in {failed_files} files",
         file=out,
     )
+    _record_in_summary(spool_dir, written_points, failed_points)
     if failed_files:
         print(f"last error: {last_error}", file=out)
         return EXIT_REMAINING
     return EXIT_OK
+
+
+def _record_in_summary(spool_dir: Path, replayed: int, remaining: int) -> None:
+    """Add the replay to the run's summary.json (run.influx.replayed / .remaining), when there is one."""
+    summary_path = spool_dir.parent / "summary.json"
+    if replayed == 0 and remaining == 0 or not summary_path.is_file():
+        return
+    try:
+        data = json.loads(summary_path.read_text(encoding="utf-8"))
+        influx = data.setdefault("run", {}).get("influx") or {}
+        influx["replayed"] = int(influx.get("replayed", 0)) + replayed
+        influx["remaining"] = remaining
+        data["run"]["influx"] = influx
+        tmp = summary_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(summary_path)
+    except (OSError, ValueError) as exc:
+        print(f"llmload influx replay: could not update {summary_path}: {exc}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
