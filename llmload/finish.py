@@ -70,6 +70,12 @@ def finalize(
             status = "degraded"
         if not allow_worker_loss:
             code = EXIT_INVALID
+    aborted = sum(st.by_class.get("aborted", 0) for st in window.values())
+    if aborted:
+        reasons.append(
+            f"{aborted} in-flight stream(s) were cut when stop_grace ({sc.load.stop_grace:g} s) ran out "
+            "(status aborted, partial figures kept in requests.jsonl)"
+        )
     if c.stop_reason and c.stop_reason != "plan complete":
         reasons.append(f"stopped early: {c.stop_reason}")
     extra = {

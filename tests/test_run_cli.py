@@ -124,3 +124,28 @@ def test_run_where_every_request_fails_exits_3(tmp_path: Path, sse_server: str) 
     t = summary["targets"]["broken"]
     assert t["requests"]["by_class"]["http_5xx"] == t["requests"]["sent"] > 0
     assert len((out / "requests.jsonl").read_text().splitlines()) == t["requests"]["sent"]
+
+
+def test_streams_cut_at_the_end_of_the_grace_time_are_accounted_for(tmp_path: Path, sse_server: str) -> None:
+    """Streams still running when stop_grace runs out are cut, recorded as `aborted`, and counted."""
+    scn = tmp_path / "long.yaml"
+    scn.write_text(
+        "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
+        f"targets:\n  - name: slow\n    kind: openai\n    base_url: '{sse_server}'\n    model: test-model\n"
+        "    extra_body: {llmload_test: {mode: timed, n: 200, first_ms: 5, interval_ms: 50}}\n"  # 10 s per stream
+        "load: {users: 3, duration: 2s, stop_grace: 1s}\n"
+    )
+    out = tmp_path / "r"
+    t0 = __import__("time").monotonic()
+    r = llmload("run", str(scn), "--results", str(out), "--no-reports")
+    took = __import__("time").monotonic() - t0
+    assert took < 60, "the grace time did not bound the end of the run"
+    summary = json.loads((out / "summary.json").read_text())
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    aborted = [x for x in lines if x["status"] == "aborted"]
+    assert len(aborted) == 3, r.stdout[-1500:] + r.stderr[-1500:]  # every stream was cut, none lost
+    assert all(x["chunks"] > 0 and x["output_tokens"] > 0 for x in aborted)  # partial figures are kept
+    assert summary["targets"]["slow"]["requests"]["by_class"]["aborted"] == 3
+    assert summary["targets"]["slow"]["requests"]["sent"] == len(lines)
+    assert r.returncode == 3  # nothing completed: the run is invalid, and says why
+    assert any("were cut when stop_grace" in x for x in summary["run"]["reasons"])
