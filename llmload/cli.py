@@ -41,11 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "validate":
             return cmd_validate(rest)
         if cmd in ("run", "ui", "master"):
-            from llmload.runcmd import run_command
+            from llmload.locust.runcmd import run_command
 
             return run_command(cmd, rest)
         if cmd == "worker":
-            from llmload.runcmd import worker_command
+            from llmload.locust.runcmd import worker_command
 
             return worker_command(rest)
         if cmd == "sim":

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,21 @@ targets:
 workload: {{input_tokens: {input_tokens}, output_tokens: {output_tokens}}}
 load: {{users: {users}, duration: {duration}, warmup: {warmup}, stop_grace: {stop_grace}}}
 """
+
+
+@pytest.fixture(scope="module")
+def sim_a() -> Iterator[Any]:
+    """A simulator process with the test-fast-a profile (vLLM dialect), per test module."""
+    from llmload.sim.process import SimProcess
+
+    with SimProcess(["--profile", "test-fast-a", "--log-level", "warning"]) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
+def sim_b() -> Iterator[Any]:
+    """A simulator process with the test-fast-b profile (Aphrodite dialect), per test module."""
+    from llmload.sim.process import SimProcess
+
+    with SimProcess(["--profile", "test-fast-b", "--log-level", "warning"]) as sim:
+        yield sim

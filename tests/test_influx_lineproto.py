@@ -9,6 +9,7 @@ from pathlib import Path
 from llmload.records import RequestRecord
 from llmload.sinks.influx import InfluxSink
 from llmload.sinks.influx_config import InfluxConfig
+from llmload.sinks.influx_points import PointFormatter
 from llmload.sinks.lineproto import (
     escape_string_field,
     escape_tag,
@@ -33,10 +34,12 @@ def test_fields_are_floats_and_unwritable_values_are_left_out() -> None:
     assert format_point("m", {"t": "v"}, {"x": 1}, 7) == "m,t=v x=1.0 7"
 
 
-def _sink(tmp_path: Path) -> InfluxSink:
-    return InfluxSink(
+def _sink(tmp_path: Path) -> PointFormatter:
+    """The point formatter of a sink for run "run 1" in process "w1" (what InfluxSink formats with)."""
+    sink = InfluxSink(
         InfluxConfig(url="http://127.0.0.1:9", database="d"), run_id="run 1", spool_dir=tmp_path, worker="w1"
     )
+    return sink._fmt
 
 
 def _parts(line: str) -> list[str]:
@@ -64,7 +67,7 @@ def test_request_point_fields_tags_and_unique_timestamps(tmp_path: Path) -> None
         output_tokens=11,
     )
     failed = RequestRecord(target="vllm", status="http_5xx", index=8, start_time=1764676805.123456)
-    lines = [sink._format_request(r, tags) for r in (ok, ok, failed)]
+    lines = [sink.request(r, tags) for r in (ok, ok, failed)]
     assert all(line is not None for line in lines)
     first, second, third = (str(line) for line in lines)
     assert first.startswith("llm_request,kind=vllm,model=llama\\ 3,phase=ramp,run_id=run\\ 1,status=ok,")
@@ -95,12 +98,12 @@ def test_interval_and_event_points(tmp_path: Path) -> None:
         "ttft_p50_ms": None,
         "users": 8,
     }
-    line = sink._format_interval(row, {"kind": "sim", "model": "m"})
+    line = sink.interval(row, {"kind": "sim", "model": "m"})
     assert (
         line
         == "llm_interval,kind=sim,model=m,run_id=run\\ 1,target=a,worker=w1 requests=4.0,users=8.0 1764676805000000000"
     )
-    ev = sink._format_event("warning", 'loop lag "high"', None, 1764676805.5)
+    ev = sink.event("warning", 'loop lag "high"', None, 1764676805.5)
     assert ev == (
         'llm_event,kind=warning,run_id=run\\ 1,worker=w1 title="warning",text="loop lag \\"high\\"" 1764676805500000000'
     )

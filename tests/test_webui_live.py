@@ -1,4 +1,4 @@
-"""The LLM tab's figures (llmload.locust.webui.LiveView), fed by a real Collector -> Aggregator path.
+"""The LLM tab's figures (llmload.locust.liveview.LiveView), fed by a real Collector -> Aggregator path.
 
 No processes and no browser: records go through the same drain/merge the local runner and the
 master use, and every expected figure is derived here from the records themselves.
@@ -11,14 +11,8 @@ import io
 import math
 import random
 
-from llmload.locust.webui import (
-    COLUMNS,
-    WINDOW_S,
-    LiveView,
-    display_rows,
-    split_list_value,
-    to_csv,
-)
+from llmload.locust.liveview import COLUMNS, WINDOW_S, LiveView, display_rows, to_csv
+from llmload.locust.webui import split_list_value
 from llmload.records import FAILURE_CLASSES, RequestRecord
 from llmload.runstate import Aggregator, Collector
 

@@ -342,6 +342,6 @@ class Conductor:
     # --- web UI "LLM" tab (llmload/locust/webui.py) -----------------------------------
     def live_rows(self) -> list[dict[str, Any]]:
         """One row per target: recent rates and latencies plus run totals, from the merged figures."""
-        from llmload.locust.webui import LiveView
+        from llmload.locust.liveview import LiveView
 
         return LiveView.of(self).rows(self.agg)

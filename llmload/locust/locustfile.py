@@ -4,7 +4,7 @@ Users are generated per target from ``--scenario`` at init; LLMUser is only the
 placeholder Locust needs to find at import time.
 """
 
-from llmload.locust import plugin  # noqa: F401  (registers the options and listeners)
+from llmload.locust import plugin, webui_hooks  # noqa: F401  (register the options and listeners)
 from llmload.locust.users import LLMUser
 
 __all__ = ["LLMUser"]

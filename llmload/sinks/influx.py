@@ -18,9 +18,7 @@ failure the writer stops retrying every batch, spools at once and probes the ser
 ``flush_interval_s`` (at least 1 s) until it answers again. ``close()`` returns within its
 timeout: whatever could not be written by then is spooled, never lost.
 
-Timestamps: a request's point is stamped with its start time at microsecond precision; the
-nanosecond digits number points that share a series and microsecond, so no point overwrites
-another (InfluxDB keeps one point per series and timestamp).
+Points are formatted by llmload/sinks/influx_points.py (unique timestamps per series).
 """
 
 from __future__ import annotations
@@ -36,32 +34,22 @@ from typing import Any
 
 from llmload.records import RequestRecord
 from llmload.sinks.influx_config import InfluxConfig
+from llmload.sinks.influx_points import (
+    EVENT,
+    EVENT_KINDS,
+    INTERVAL,
+    INTERVAL_FIELDS,
+    POINT,
+    REQUEST,
+    PointFormatter,
+)
 from llmload.sinks.influx_write import InfluxWriter, WriteError
-from llmload.sinks.lineproto import FieldValue, format_fields, seconds_to_ns, series_prefix
+from llmload.sinks.lineproto import FieldValue, seconds_to_ns
 from llmload.sinks.spool import Spool
 
 log = logging.getLogger("llmload.influx")
 
-INTERVAL_FIELDS: tuple[str, ...] = (
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "itl_p50_ms",
-    "itl_p99_ms",
-    "output_tok_s",
-    "req_s",
-    "in_flight",
-    "failures",
-    "requests",
-    "output_tokens",
-    "loop_lag_p99_ms",
-    "cpu_percent",
-    "users",
-)
-EVENT_KINDS: tuple[str, ...] = ("start", "stop", "phase", "stage", "worker_lost", "warning")
-
-_REQUEST, _INTERVAL, _EVENT, _POINT = 0, 1, 2, 3
 _SLICE_S = 0.0005  # longest stretch of formatting between two yields to the event loop
-_GENERATION = 200_000  # (series, microsecond) keys remembered per generation for unique timestamps
 
 
 def _pause_for_loop() -> float:
@@ -76,47 +64,6 @@ def _pause_for_loop() -> float:
     if monkey is not None and monkey.is_module_patched("time"):
         return 0.000001
     return 0.0
-
-
-class _Series:
-    """One series (measurement + tag set): its line prefix and the timestamps it used.
-
-    Points are stamped at microsecond precision; the nanosecond digits count the points of
-    this series that share a microsecond, so none overwrites another. The memory of used
-    microseconds is kept in two generations of ``_GENERATION`` entries each: a duplicate is
-    caught when it arrives within that many points of the first (requests arrive at most a
-    generation's length out of start-time order).
-    """
-
-    __slots__ = ("prefix", "cur", "prev")
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.cur: dict[int, int] = {}
-        self.prev: dict[int, int] = {}
-
-    def ts(self, t: float) -> int:
-        us = int(t * 1_000_000.0 + 0.5)
-        cur = self.cur
-        n = cur.get(us)
-        if n is None:
-            n = self.prev.get(us, 0) if self.prev else 0
-            if len(cur) >= _GENERATION:
-                self.prev = cur
-                cur = self.cur = {}
-        cur[us] = n + 1
-        return us * 1000 + (n if n < 1000 else 999)
-
-
-_REQ_FMT = (
-    "%s index=%d.0,output_tokens=%d.0,prompt_tokens=%d.0,ttft_ms=%.3f,e2e_ms=%.3f,tpot_ms=%.3f,"
-    "itl_mean_ms=%.3f,itl_max_ms=%.3f"
-)
-
-
-def _ms(v: float | None) -> float | None:
-    """Seconds -> milliseconds rounded to the microsecond (format_fields drops nan/inf)."""
-    return None if v is None else round(v * 1000.0, 3)
 
 
 class InfluxSink:
@@ -135,8 +82,7 @@ class InfluxSink:
         self._deadline: float | None = None
         self._down = False
         self._next_probe = 0.0
-        self._by_key: dict[tuple[Any, ...], _Series] = {}
-        self._by_prefix: dict[str, _Series] = {}
+        self._fmt = PointFormatter(run_id, worker)
         self.written = 0
         self.dropped = 0
         self.last_error: str | None = None
@@ -145,13 +91,13 @@ class InfluxSink:
 
     # ---- hot path: appends only -------------------------------------------------------------
     def request(self, record: RequestRecord, tags: dict[str, str]) -> None:
-        self._buf.append((_REQUEST, record, tags))
+        self._buf.append((REQUEST, record, tags))
 
     def interval(self, row: dict, tags: dict[str, str]) -> None:
-        self._buf.append((_INTERVAL, row, tags))
+        self._buf.append((INTERVAL, row, tags))
 
     def event(self, kind: str, text: str, tags: dict[str, str] | None = None, t: float | None = None) -> None:
-        self._buf.append((_EVENT, kind, text, tags, time.time() if t is None else t))
+        self._buf.append((EVENT, kind, text, tags, time.time() if t is None else t))
 
     def point(
         self,
@@ -161,7 +107,7 @@ class InfluxSink:
         t: float | None = None,
     ) -> None:
         """Any other point (the collector's gpu/engine points). ``t`` in epoch seconds."""
-        self._buf.append((_POINT, measurement, tags, fields, time.time() if t is None else t))
+        self._buf.append((POINT, measurement, tags, fields, time.time() if t is None else t))
 
     @property
     def pending(self) -> int:
@@ -244,8 +190,8 @@ class InfluxSink:
         buf = self._buf
         lines: list[str] = []
         chunks: list[bytes] = []
-        fmt = self._format_item
-        fmt_request = self._format_request
+        fmt = self._fmt.item
+        fmt_request = self._fmt.request
         clock = time.perf_counter
         pause = self._pause
         append = lines.append
@@ -258,7 +204,7 @@ class InfluxSink:
                         item = buf.popleft()
                     except IndexError:
                         break
-                    line = fmt_request(item[1], item[2]) if item[0] == _REQUEST else fmt(item)
+                    line = fmt_request(item[1], item[2]) if item[0] == REQUEST else fmt(item)
                     if line is not None:
                         append(line)
                 if clock() >= slice_end:
@@ -317,106 +263,6 @@ class InfluxSink:
         while self._buf:
             lines, _ = self._format(max(self.config.batch_size, 10_000))
             self._to_spool(lines)
-
-    # ---- formatting -------------------------------------------------------------------------
-    def _series(self, prefix: str) -> _Series:
-        series = self._by_prefix.get(prefix)
-        if series is None:
-            if len(self._by_prefix) > 20_000:  # bound memory when tags churn; never in a normal run
-                self._by_prefix.clear()
-                self._by_key.clear()
-            series = self._by_prefix[prefix] = _Series(prefix)
-        return series
-
-    def _format_item(self, item: tuple[Any, ...]) -> str | None:
-        kind = item[0]
-        if kind == _REQUEST:
-            return self._format_request(item[1], item[2])
-        if kind == _INTERVAL:
-            return self._format_interval(item[1], item[2])
-        if kind == _EVENT:
-            return self._format_event(item[1], item[2], item[3], item[4])
-        return self._format_point(item[1], item[2], item[3], item[4])
-
-    def _format_request(self, rec: RequestRecord, tags: dict[str, str]) -> str | None:
-        worker = rec.worker if rec.worker and rec.worker != "local" else self.worker
-        key = (tuple(tags.items()), rec.status, worker, rec.phase)
-        series = self._by_key.get(key)
-        if series is None:
-            full = dict(tags)
-            full.update(run_id=self.run_id, status=rec.status, worker=worker, phase=rec.phase)
-            series = self._by_key[key] = self._series(series_prefix("llm_request", full.items()))
-        prefix = series.prefix
-        ts = series.ts(rec.start_time)
-        ttft, e2e, itl, n_out, n_in = rec.ttft_s, rec.e2e_s, rec.itl_s, rec.output_tokens, rec.prompt_tokens
-        if ttft is not None and e2e is not None and itl and n_in is not None and n_out >= 2:
-            # The common case (a successful streamed request) in one %-format: float repr of
-            # arbitrary values costs ~1 us each, %.3f a quarter of that. Milliseconds keep
-            # microsecond resolution, like requests.jsonl.
-            tpot = (e2e - ttft) / (n_out - 1)
-            itl_mean = sum(itl) / len(itl)
-            itl_max = max(itl)
-            intended = rec.intended_time
-            lag = 0.0 if intended is None else rec.start_time - intended
-            if lag < 0.0:
-                lag = 0.0
-            check = ttft + e2e + tpot + itl_mean + itl_max + lag
-            if check - check == 0.0:  # all finite (nan/inf would make the batch invalid)
-                text = _REQ_FMT % (
-                    prefix,
-                    rec.index,
-                    n_out,
-                    n_in,
-                    ttft * 1000.0,
-                    e2e * 1000.0,
-                    tpot * 1000.0,
-                    itl_mean * 1000.0,
-                    itl_max * 1000.0,
-                )
-                if intended is not None:
-                    text += ",schedule_lag_ms=%.3f" % (lag * 1000.0)
-                return text + " " + str(ts)
-        fields = format_fields(
-            {
-                "index": rec.index,
-                "output_tokens": n_out,
-                "prompt_tokens": n_in,
-                "ttft_ms": None if ttft is None else round(ttft * 1000.0, 3),
-                "e2e_ms": None if e2e is None else round(e2e * 1000.0, 3),
-                "tpot_ms": _ms(rec.tpot_s),
-                "itl_mean_ms": _ms(sum(itl) / len(itl)) if itl else None,
-                "itl_max_ms": _ms(max(itl)) if itl else None,
-                "schedule_lag_ms": _ms(rec.schedule_lag_s),
-            }
-        )
-        return f"{prefix} {fields} {ts}"
-
-    def _format_interval(self, row: dict, tags: dict[str, str]) -> str | None:
-        full = dict(tags)
-        if row.get("target"):
-            full["target"] = str(row["target"])
-        full.update(run_id=self.run_id, worker=str(row.get("worker") or self.worker))
-        prefix = series_prefix("llm_interval", full.items())
-        field_text = format_fields({name: row.get(name) for name in INTERVAL_FIELDS})
-        if not field_text:
-            return None
-        return f"{prefix} {field_text} {self._series(prefix).ts(float(row.get('t') or time.time()))}"
-
-    def _format_event(self, kind: str, text: str, tags: dict[str, str] | None, t: float) -> str | None:
-        full = dict(tags or {})
-        full.update(run_id=self.run_id, kind=kind, worker=full.get("worker") or self.worker)
-        prefix = series_prefix("llm_event", full.items())
-        field_text = format_fields({"title": kind, "text": text})
-        return f"{prefix} {field_text} {self._series(prefix).ts(t)}"
-
-    def _format_point(
-        self, measurement: str, tags: Mapping[str, str], fields: Mapping[str, FieldValue], t: float
-    ) -> str | None:
-        prefix = series_prefix(measurement, tags.items())
-        field_text = format_fields(fields)
-        if not field_text:
-            return None
-        return f"{prefix} {field_text} {self._series(prefix).ts(t)}"
 
 
 __all__ = ["InfluxSink", "INTERVAL_FIELDS", "EVENT_KINDS", "seconds_to_ns"]

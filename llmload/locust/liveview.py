@@ -1,0 +1,235 @@
+"""The LLM tab's figures: live per-target rows from llmload's exact measurements, and their CSV.
+
+``LiveView`` listens to a Conductor's Aggregator (request lines merged from every worker) and its
+interval rows; once the test stops it shows the final ``summary.json`` figures. No Flask here:
+llmload/locust/webui.py serves these rows in Locust's web UI.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from llmload.records import FAILURE_CLASSES
+
+WINDOW_S = 10.0  # rates, TTFT and TPOT: requests that ended in the last WINDOW_S seconds
+KEEP_S = 60.0  # request lines kept per target (older ones are dropped)
+
+# (key, title): the table's columns, in order; the CSV uses the same keys.
+COLUMNS: list[tuple[str, str]] = [
+    ("target", "Target"),
+    ("users", "Users"),
+    ("in_flight", "Streams in flight"),
+    ("requests", "Requests"),
+    ("req_s", "Req/s"),
+    ("output_tok_s", "Output tok/s"),
+    ("ttft_p50_ms", "TTFT p50 (ms)"),
+    ("ttft_p99_ms", "TTFT p99 (ms)"),
+    ("itl_p50_ms", "ITL p50 (ms)"),
+    ("itl_p99_ms", "ITL p99 (ms)"),
+    ("tpot_p50_ms", "TPOT p50 (ms)"),
+    ("failures", "Failures"),
+    ("failures_by_class", "Failures by class"),
+    ("loop_lag_p99_ms", "Loop lag p99 (ms)"),
+]
+
+
+def nearest_rank(values: list[float], p: float) -> float | None:
+    """The smallest value with at least p% of the values at or below it (llmload's definition)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    return xs[max(1, math.ceil(p / 100.0 * len(xs))) - 1]
+
+
+class LiveView:
+    """The live figures of one run, fed by the Conductor's aggregator and its interval loop.
+
+    It is a line sink (``Aggregator.line_sinks``: every request line merged, from any worker) and
+    an interval sink (``Conductor.sinks``: the per-target row of each reporting interval).
+    """
+
+    def __init__(
+        self, targets: list[str], delivery_delay_s: float, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.targets = list(targets)
+        self.clock = clock  # wall clock (request lines carry epoch times)
+        self.delay_s = delivery_delay_s  # how late request lines reach the aggregator
+        self._recent: dict[str, deque[tuple[float, dict[str, Any]]]] = {  # (end time, line)
+            t: deque() for t in self.targets
+        }
+        self.last_interval: dict[str, dict[str, Any]] = {}
+        self.first_start: float | None = None  # earliest request start seen (rates before W seconds)
+        self.final: list[dict[str, Any]] | None = None  # set when the run's summary is written
+
+    @classmethod
+    def of(cls, conductor: Any) -> LiveView:
+        """The conductor's live view, attached to its aggregator and interval loop on first use."""
+        view = getattr(conductor, "_live_view", None)
+        if view is None:
+            # Workers report every 3 s (Locust's WORKER_REPORT_INTERVAL); the local runner pulls every 1 s.
+            view = cls(list(conductor.run.targets), 4.0 if conductor.distributed else 1.5)
+            conductor.agg.line_sinks.append(view.lines)
+            conductor.sinks.append(view)
+            conductor._live_view = view
+        return view
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """From now on the table shows the run's final figures (summary.json, warm-up excluded)."""
+        self.final = rows_from_summary(summary, self.targets)
+
+    # --- sinks ------------------------------------------------------------------------
+    def lines(self, lines: list[dict[str, Any]]) -> None:
+        now = self.clock()
+        for line in lines:
+            q = self._recent.get(line["target"])
+            if q is None:
+                continue
+            start = float(line.get("start_time") or now)
+            if self.first_start is None or start < self.first_start:
+                self.first_start = start
+            end = start + float(line.get("e2e_ms") or 0.0) / 1000.0
+            q.append((end, line))
+        self._prune(now)
+
+    def interval(self, row: dict[str, Any]) -> None:
+        self.last_interval[row["target"]] = row
+
+    def event(self, kind: str, text: str) -> None:
+        pass
+
+    def _prune(self, now: float) -> None:
+        for q in self._recent.values():
+            while q and q[0][0] < now - KEEP_S:  # arrival order: roughly end order
+                q.popleft()
+
+    # --- rows -------------------------------------------------------------------------------
+    def window_stats(self, target: str, now: float) -> dict[str, Any]:
+        """Rates and per-request percentiles over requests that ended in [now-delay-W, now-delay]."""
+        hi = now - self.delay_s
+        lo = hi - WINDOW_S
+        span = max(1.0, hi - max(lo, self.first_start or lo))  # the first seconds of a run
+        done = [ln for end, ln in self._recent.get(target, ()) if lo < end <= hi]
+        ok = [ln for ln in done if ln.get("status") == "ok"]
+        ttft = [ln["ttft_ms"] for ln in ok if ln.get("ttft_ms") is not None]
+        tpot = [ln["tpot_ms"] for ln in ok if ln.get("tpot_ms") is not None]
+        out_tok = sum(int(ln.get("output_tokens") or 0) for ln in ok)
+        return {
+            "req_s": len(done) / span,
+            "output_tok_s": out_tok / span,
+            "ttft_p50_ms": nearest_rank(ttft, 50),
+            "ttft_p99_ms": nearest_rank(ttft, 99),
+            "tpot_p50_ms": nearest_rank(tpot, 50),
+        }
+
+    def rows(self, agg: Any, now: float | None = None) -> list[dict[str, Any]]:
+        if self.final is not None:
+            return self.final
+        now = self.clock() if now is None else now
+        self._prune(now)
+        by_class: dict[str, dict[str, int]] = {t: {} for t in self.targets}
+        for d in agg.levels.values():
+            for t, st in d.items():
+                if t in by_class:
+                    for c, n in st.by_class.items():
+                        if n and c in FAILURE_CLASSES:
+                            by_class[t][c] = by_class[t].get(c, 0) + n
+        out = []
+        for t in self.targets:
+            last = self.last_interval.get(t, {})
+            win = self.window_stats(t, now)
+            fails = by_class[t]
+            out.append(
+                {
+                    "target": t,
+                    "users": agg.total_users(t),
+                    "in_flight": agg.total_in_flight(t),
+                    "requests": agg.completed(t),
+                    "req_s": round(win["req_s"], 3),
+                    "output_tok_s": round(win["output_tok_s"], 1),
+                    "ttft_p50_ms": win["ttft_p50_ms"],
+                    "ttft_p99_ms": win["ttft_p99_ms"],
+                    "itl_p50_ms": last.get("itl_p50_ms"),
+                    "itl_p99_ms": last.get("itl_p99_ms"),
+                    "tpot_p50_ms": win["tpot_p50_ms"],
+                    "failures": sum(fails.values()),
+                    "failures_by_class": dict(sorted(fails.items())),
+                    "loop_lag_p99_ms": last.get("loop_lag_p99_ms"),
+                }
+            )
+        return out
+
+
+def rows_from_summary(summary: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
+    """The table's rows for a finished run: summary.json's figures (docs/results.md)."""
+    lag = (summary.get("run", {}).get("client") or {}).get("loop_lag_ms") or {}
+    out = []
+    for t in targets:
+        s = summary.get("targets", {}).get(t)
+        if s is None:
+            continue
+        lat, req, thr = s.get("latency_ms", {}), s.get("requests", {}), s.get("throughput", {})
+        fails = {c: n for c, n in (req.get("by_class") or {}).items() if n and c in FAILURE_CLASSES}
+        out.append(
+            {
+                "target": t,
+                "users": 0,
+                "in_flight": 0,
+                "requests": req.get("sent", 0),
+                "req_s": thr.get("req_s"),
+                "output_tok_s": thr.get("output_tok_s"),
+                "ttft_p50_ms": lat.get("ttft", {}).get("p50"),
+                "ttft_p99_ms": lat.get("ttft", {}).get("p99"),
+                "itl_p50_ms": lat.get("itl", {}).get("p50"),
+                "itl_p99_ms": lat.get("itl", {}).get("p99"),
+                "tpot_p50_ms": lat.get("tpot", {}).get("p50"),
+                "failures": sum(fails.values()),
+                "failures_by_class": dict(sorted(fails.items())),
+                "loop_lag_p99_ms": lag.get("p99"),
+            }
+        )
+    return out
+
+
+# --- presentation ----------------------------------------------------------------------------
+def _cell(key: str, value: Any) -> Any:
+    if value is None:
+        return ""
+    if key == "failures_by_class":
+        return ", ".join(f"{c} {n}" for c, n in value.items())
+    if isinstance(value, float):
+        return round(value, 1) if abs(value) >= 10 else round(value, 2)
+    return value
+
+
+def display_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for Locust's table: rounded numbers, '' for no data, failures as 'class n, ...'."""
+    out = []
+    for r in rows:
+        d = {k: _cell(k, r.get(k)) for k, _ in COLUMNS}
+        d["name"] = r["target"]  # Locust's table keys its rows on "name"
+        out.append(d)
+    return out
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    """The LLM table as CSV: full precision, failures by class as one column per class."""
+    keys = [k for k, _ in COLUMNS if k != "failures_by_class"]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(keys + [f"failures_{c}" for c in FAILURE_CLASSES])
+    for r in rows:
+        fails = r.get("failures_by_class") or {}
+        w.writerow(
+            ["" if r.get(k) is None else r.get(k) for k in keys] + [fails.get(c, 0) for c in FAILURE_CLASSES]
+        )
+    return buf.getvalue()
+
+
+# Added to the index page: a caption and a CSV link above the LLM table (Locust's extended tabs
+# render a bare table). Plain DOM, re-applied when React re-renders the tab.

@@ -1,0 +1,159 @@
+"""The web UI's hooks into a run: the LLM tab's rows, the start form's scenario, results on stop.
+
+The tab itself (routes, table, CSV) is llmload/locust/webui.py; the headless run's listeners are
+llmload/locust/plugin.py. Imported by the locustfile next to the plugin.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from locust import events
+from locust.runners import WorkerRunner
+
+from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, Conductor
+from llmload.locust.plugin import STATE, _on_quitting, setup
+from llmload.locust.telemetry_hook import close_sink
+from llmload.yamlsrc import InputError
+
+
+class _WebState:
+    loaded: tuple[str, str, tuple[str, ...]] | None = None  # (scenario, targets, --set) of the current run
+    last: Conductor | None = None  # the run the LLM tab shows (kept after it finished)
+
+
+WEB = _WebState()
+
+
+@events.init.add_listener
+def _webui_on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None:
+    if web_ui is None or isinstance(runner, WorkerRunner):
+        return
+    from llmload.locust import webui
+
+    opts = environment.parsed_options
+    if STATE.conductor is not None and opts is not None:
+        WEB.loaded = _webui_key(opts, opts.scenario, opts.llm_targets)
+        WEB.last = STATE.conductor
+    webui.register(web_ui, rows=_webui_rows, before_swarm=lambda form: webui_before_swarm(environment, form))
+
+
+def _webui_rows() -> list[dict[str, Any]]:
+    c = STATE.conductor or WEB.last
+    return c.live_rows() if c is not None else []
+
+
+def webui_before_swarm(environment: Any, form: dict[str, str]) -> str | None:
+    """Before Locust's POST /swarm: (re)build the run from the form's scenario and targets.
+
+    Locust copies the form into ``parsed_options`` only inside its handler, after it has decided
+    whether a shape exists, so the run (user classes, shape) is built here. A run already built
+    for the same scenario and not yet started is kept. Returns an error line, or None.
+    """
+    runner = environment.runner
+    opts = environment.parsed_options
+    if runner is None or opts is None or runner.state in ("spawning", "running", "cleanup", "stopping"):
+        return None
+    scenario = (form.get("scenario") or opts.scenario or "").strip()
+    targets = (form.get("llm_targets", opts.llm_targets) or "").strip()
+    if not scenario:
+        return "llmload: no scenario: enter a scenario file in the form's 'scenario' field"
+    c = STATE.conductor
+    if c is not None and c.state == "init" and WEB.loaded == _webui_key(opts, scenario, targets):
+        return None
+    _webui_discard(environment)
+    opts.scenario, opts.llm_targets = scenario, targets
+    try:
+        setup(environment, runner, opts)
+    except InputError as e:
+        _webui_discard(environment)
+        WEB.loaded = None
+        return f"llmload: {e}"
+    WEB.loaded, WEB.last = _webui_key(opts, scenario, targets), STATE.conductor
+    return None
+
+
+def _webui_key(opts: Any, scenario: str | None, targets: str | None) -> tuple[str, str, tuple[str, ...]]:
+    return ((scenario or "").strip(), (targets or "").strip(), tuple(opts.llm_set or ()))
+
+
+def _webui_discard(environment: Any) -> None:
+    """Drop the current run before building another: a started one is finished, an unused one removed."""
+    c = STATE.conductor
+    if c is not None and c.state != "init":
+        _webui_finish(environment)
+        return
+    if c is not None:
+        c.stop_intervals()
+        close_sink(STATE.sink)
+        c.results.close()
+        _remove_unused_results(c.results.dir)
+    if STATE.prepared is not None:
+        STATE.prepared.stop()
+    STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None
+
+
+def _remove_unused_results(d: Path) -> None:
+    """A run built but never started leaves empty files only: remove them (and nothing else)."""
+    names = {p.name for p in d.iterdir()} if d.is_dir() else set()
+    if not names <= {"requests.jsonl", "timeseries.jsonl", "events.jsonl"}:
+        return
+    if any((d / n).stat().st_size for n in ("requests.jsonl", "timeseries.jsonl") if n in names):
+        return
+    for n in names:
+        (d / n).unlink()
+    d.rmdir()
+
+
+@events.test_start.add_listener
+def _webui_on_test_start(environment: Any, **_: Any) -> None:
+    if STATE.conductor is not None and getattr(environment, "web_ui", None) is not None:
+        STATE.conductor.live_rows()  # attach the tab's view before the first request line arrives
+
+
+@events.test_stop.add_listener
+def _webui_on_test_stop(environment: Any, **_: Any) -> None:
+    """Web UI: a stopped test writes its results now, as headless runs do when quitting.
+
+    The UI may start another test before Locust quits. Headless runs are left to the quitting
+    listener, so every run writes its results exactly once.
+    """
+    opts = environment.parsed_options
+    if opts is None or opts.headless or getattr(environment, "web_ui", None) is None:
+        return
+    if STATE.conductor is not None and not isinstance(environment.runner, WorkerRunner):
+        _webui_finish(environment)
+
+
+def _webui_finish(environment: Any) -> None:
+    import gevent
+
+    c = STATE.conductor
+    assert c is not None
+    if c.state != "done":  # stopped from the UI before the plan ended: cut what is still open
+        c.stop_reason = c.stop_reason or "stopped from the web UI"
+        c.state = "done"
+        c.run.start_draining()
+        if c.distributed:
+            environment.runner.send_message(MSG_DRAIN, {})
+            environment.runner.send_message(MSG_ABORT, {})
+        else:
+            c.run.abort_inflight()
+    deadline = time.monotonic() + (8.0 if c.distributed else 0.0)
+    while time.monotonic() < deadline:  # the workers' last reports (every 3 s)
+        c.pull()
+        if c.drained():
+            break
+        gevent.sleep(0.2)
+    WEB.last = c
+    STATE.summary = None
+    try:
+        _on_quitting(environment)
+        if STATE.summary is not None:
+            from llmload.locust.liveview import LiveView
+
+            LiveView.of(c).finish(STATE.summary)  # the tab now shows the results just written
+    finally:
+        STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None
