@@ -108,16 +108,14 @@ def finalize(
 
 
 def _reports(c: Any, summary: dict[str, Any], code: int) -> int:
-    try:
-        from llmload.report import write_all  # the report layer (HTML, Markdown, JUnit, SLOs)
-    except ImportError:
-        return code
+    from llmload.report import write_all  # the report layer (HTML, Markdown, JUnit, SLOs); loads plotly
+
     try:
         outcome = write_all(c.results.dir)
     except Exception as e:  # noqa: BLE001 - a report failure must not lose the results
         log.error("llmload: writing the reports failed: %s", e)
         print(f"llmload: writing the reports failed: {e}", file=sys.stderr)
         return code
-    if code == EXIT_OK and getattr(outcome, "slo_passed", None) is False:
+    if code == EXIT_OK and outcome.slo_passed is False:
         return EXIT_SLO
     return code

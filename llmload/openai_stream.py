@@ -286,14 +286,14 @@ def stream_request(
     total_timeout_s: float = 600.0,
     clock: Any = time.perf_counter,
     wall: Any = time.time,
-    progress: dict[str, int] | None = None,
+    progress: Any = None,
 ) -> RequestRecord:
     """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
 
     Never raises for request failures: they become the record's status. A
     ``GreenletExit`` (the test stopping) propagates after the record is marked
-    ``aborted``, so the caller can account for it. ``progress[rec.target]`` (when
-    given) grows by the tokens streamed so far, read by the live per-interval rate.
+    ``aborted``, so the caller can account for it. ``progress.add(rec.target, n)``
+    (when given) is called with the tokens each read brought (the live rate and the window throughput).
     """
     rec.start_time = wall()
     t_send = clock()
@@ -330,7 +330,7 @@ def stream_request(
                 if progress is not None:
                     now_tokens = state.streamed_tokens
                     if now_tokens != seen:
-                        progress[rec.target] = progress.get(rec.target, 0) + now_tokens - seen
+                        progress.add(rec.target, now_tokens - seen)
                         seen = now_tokens
                 if state.done or t > deadline:
                     break

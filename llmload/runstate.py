@@ -24,27 +24,27 @@ from llmload.records import RequestRecord
 WARMUP = "warmup"
 
 
-class StreamCounter(dict):  # type: ignore[type-arg]
-    """Tokens received per target, cumulative, updated on every socket read.
+class StreamCounter:
+    """Tokens received per target, cumulative, added on every socket read that brought some.
 
-    In-flight requests keep a reference to this one object for their whole life,
-    so it is never replaced. Tokens that arrive while a target's measurement
-    window is open (after warm-up, before the load stops) also count in
-    ``window``: the steady-state throughput, exact to one read.
+    In-flight requests keep a reference to this one object for their whole life, so it is
+    never replaced. Tokens that arrive while a target's measurement window is open (after
+    warm-up, before the load stops) also count in ``window``: the steady-state throughput,
+    exact to one read.
     """
 
     def __init__(self, targets: list[str]) -> None:
-        super().__init__(dict.fromkeys(targets, 0))
+        self.totals: dict[str, int] = dict.fromkeys(targets, 0)
         self.window: dict[str, int] = dict.fromkeys(targets, 0)
         self.spans: dict[str, list[float | None]] = {t: [None, None] for t in targets}
 
-    def __setitem__(self, key: str, value: int) -> None:
-        span = self.spans.get(key)
+    def add(self, target: str, n: int) -> None:
+        self.totals[target] = self.totals.get(target, 0) + n
+        span = self.spans.get(target)
         if span is not None and span[0] is not None:
             now = time.time()
             if span[0] <= now and (span[1] is None or now < span[1]):
-                self.window[key] += value - self.get(key, 0)
-        dict.__setitem__(self, key, value)
+                self.window[target] += n
 
     def open(self, target: str, at: float) -> None:
         span = self.spans[target]
@@ -131,7 +131,7 @@ class Collector:
             lag, self.loop_lag = self.loop_lag, Histogram()
             dropped, self.dropped = self.dropped, dict.fromkeys(self.targets, 0)
             delayed, self.delayed = self.delayed, dict.fromkeys(self.targets, 0)
-            cum = dict(self.streamed)
+            cum = dict(self.streamed.totals)
             streamed = {t: cum.get(t, 0) - self._streamed_reported.get(t, 0) for t in self.targets}
             self._streamed_reported = cum
         return {
@@ -175,6 +175,7 @@ class Aggregator:
         self.line_sinks: list[Callable[[list[dict[str, Any]]], None]] = []
         self.lines_total = 0
         self.completed_by_worker: dict[str, dict[str, int]] = {}
+        self.lost_unaccounted = 0  # requests lost workers sent but never reported
         self.cpu: dict[str, float] = {}
 
     def merge(self, delta: dict[str, Any]) -> None:
@@ -222,9 +223,7 @@ class Aggregator:
         self.cpu.pop(worker, None)
         sent = self.sent.pop(worker, None) or {}
         done = self.completed_by_worker.get(worker, {})
-        self.lost_unaccounted = getattr(self, "lost_unaccounted", 0) + sum(
-            max(0, n - done.get(t, 0)) for t, n in sent.items()
-        )
+        self.lost_unaccounted += sum(max(0, n - done.get(t, 0)) for t, n in sent.items())
 
     def steady_throughput(self, target: str) -> tuple[float, float] | None:
         """(tokens/s, window seconds) from tokens received while the target's window was open."""

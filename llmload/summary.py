@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import sys
 from datetime import datetime, timezone
+from importlib import metadata
 from typing import Any
 
 from llmload import __version__
@@ -62,8 +63,6 @@ def build_summary(
     client: dict[str, Any],
     extra_run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    import locust  # version only; summary is built in the Locust process anyway
-
     window = agg.window(exclude_warmup=True)
     everything = agg.window(exclude_warmup=False)
     targets: dict[str, Any] = {}
@@ -131,7 +130,7 @@ def build_summary(
         "measure_end": measure_end,
         "versions": {
             "llmload": __version__,
-            "locust": locust.__version__,
+            "locust": _version("locust"),
             "python": platform.python_version(),
         },
         "argv": [a for a in sys.argv[1:] if "token" not in a.lower() and "key" not in a.lower()],
@@ -147,6 +146,13 @@ def build_summary(
     out: dict[str, Any] = {"schema": SCHEMA, "run": run, "targets": targets}
     out["levels"] = levels
     return out
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _level_value(level: str) -> float | None:

@@ -20,6 +20,7 @@ from gevent.pool import Group
 from llmload.gctune import freeze_startup_objects
 from llmload.load.executors import Step, arrival_times, plan_steps
 from llmload.load.workload import RequestSpec, WorkloadSource
+from llmload.locust.users import class_name
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
 from llmload.runstate import WARMUP, Collector
@@ -296,8 +297,6 @@ class LLMRun:
             self._lag_greenlet = None
 
     def set_users(self) -> None:
-        from llmload.locust.users import class_name
-
         runner = self.env.runner
         counts: dict[str, int] = dict.fromkeys(self.targets, 0)
         by_class = runner.user_classes_count if runner is not None else {}

@@ -70,7 +70,7 @@ class TelemetryScraper:
     pays for it. It gets SIGTERM when the run ends, or when this process dies.
     """
 
-    def __init__(self, sc: Any, results: Any, sink: Any | None = None) -> None:
+    def __init__(self, sc: Any, results: Any) -> None:
         self.targets = [
             {
                 "name": t.name,
