@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 KINDS: tuple[str, ...] = ("vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm")
 
 VOCABULARY: tuple[str, ...] = (
+    "requests_finished_total",
     "requests_running",
     "requests_waiting",
     "kv_cache_usage_ratio",
@@ -96,6 +97,7 @@ def _hist(metric: str, *names: str) -> list[_Rule]:
 
 def _vllm_rules(p: str) -> list[_Rule]:
     return [
+        _Rule("requests_finished_total", _r(f"{p}:request_success_total")),  # summed over finished_reason
         _Rule("requests_running", _r(f"{p}:num_requests_running")),
         _Rule("requests_waiting", _r(f"{p}:num_requests_waiting")),
         _Rule("kv_cache_usage_ratio", _r(f"{p}:kv_cache_usage_perc", f"{p}:gpu_cache_usage_perc"), mean=True),

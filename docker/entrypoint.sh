@@ -56,6 +56,9 @@ add_scenario() {
 	[ -n "${LLMLOAD_SCENARIO:-}" ] || die "LLMLOAD_SCENARIO is not set (path of the scenario file)"
 	args+=("$LLMLOAD_SCENARIO")
 	add_each --set "${LLMLOAD_SET:-}"
+	if [ -n "${LLMLOAD_READY_TIMEOUT:-}" ]; then
+		args+=(--set "client.ready_timeout=${LLMLOAD_READY_TIMEOUT}s")
+	fi
 	if [ -n "${LLMLOAD_TARGETS:-}" ]; then
 		args+=(--targets "$LLMLOAD_TARGETS")
 	fi

@@ -7,8 +7,10 @@ without --allow-worker-loss).
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from llmload.metrics import Histogram
@@ -43,6 +45,21 @@ def client_health(sc: Any, lag: Histogram, cpu_samples: list[float]) -> dict[str
         "unreliable": bool(unreliable),
         "unreliable_reasons": unreliable,
     }
+
+
+def read_telemetry(path: Path) -> list[dict[str, Any]]:
+    """telemetry.jsonl's rows (the scraper has stopped; a torn last line is skipped)."""
+    rows: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        return []
+    return rows
 
 
 def finalize(
@@ -99,6 +116,7 @@ def finalize(
         reasons=reasons,
         client=health,
         extra_run=extra,
+        telemetry=read_telemetry(c.results.dir / "telemetry.jsonl"),
     )
     c.results.summary(summary)
     c.results.flush()

@@ -168,7 +168,8 @@ class TargetStats:
         default_factory=lambda: {m: Histogram() for m in LATENCY_METRICS}
     )
     by_class: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUS_CLASSES, 0))
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # from the server's usage
+    prompt_tokens_client: int = 0  # llmload's own count of the prompt text it sent
     output_tokens: int = 0
     output_tokens_approx: bool = False
     first_start: float | None = None  # epoch of the earliest request start seen
@@ -179,6 +180,7 @@ class TargetStats:
         self.by_class[rec.status] = self.by_class.get(rec.status, 0) + 1
         if rec.prompt_tokens:
             self.prompt_tokens += rec.prompt_tokens
+        self.prompt_tokens_client += rec.prompt_tokens_client
         self.output_tokens += rec.output_tokens
         if rec.output_tokens_approx:
             self.output_tokens_approx = True
@@ -230,6 +232,7 @@ class TargetStats:
         for c, n in other.by_class.items():
             self.by_class[c] = self.by_class.get(c, 0) + n
         self.prompt_tokens += other.prompt_tokens
+        self.prompt_tokens_client += other.prompt_tokens_client
         self.output_tokens += other.output_tokens
         self.output_tokens_approx = self.output_tokens_approx or other.output_tokens_approx
         if other.first_start is not None and (
@@ -244,6 +247,7 @@ class TargetStats:
             "h": {m: hist.to_wire() for m, hist in self.histograms.items() if hist.count},
             "c": {c: n for c, n in self.by_class.items() if n},
             "pt": self.prompt_tokens,
+            "pc": self.prompt_tokens_client,
             "ot": self.output_tokens,
             "oa": self.output_tokens_approx,
             "fs": self.first_start,
@@ -258,6 +262,7 @@ class TargetStats:
         for c, n in d.get("c", {}).items():
             ts.by_class[c] = ts.by_class.get(c, 0) + n
         ts.prompt_tokens = d.get("pt", 0)
+        ts.prompt_tokens_client = d.get("pc", 0)
         ts.output_tokens = d.get("ot", 0)
         ts.output_tokens_approx = bool(d.get("oa", False))
         ts.first_start = d.get("fs")

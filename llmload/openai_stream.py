@@ -15,7 +15,7 @@ only at the end with empty choices, multi-token chunks, errors after HTTP 200
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -128,6 +128,8 @@ class StreamState:
     text_chunks: int = 0
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
+    last_chunk_empty_finish: bool = False  # the last token chunk had no text and a finish_reason
+    texts: list[str] | None = None  # generated text, kept only when a tokenizer counts the output
     _prev_completion: int = 0
     _partial: bytes = b""
 
@@ -204,11 +206,14 @@ class StreamState:
             self._fail("malformed", "choices is not a list of objects")
             return
         choice = choices[0]
-        text = _choice_text(choice, self.api)
         fr = choice.get("finish_reason")
         if fr:
             self.finish_reason = fr
-        if not text:
+        if chunk_tokens is not None:
+            bearing = chunk_tokens > 0  # usage on this chunk says whether a token came with it
+        else:
+            bearing = _bears_token(choice)
+        if not bearing:
             return
         self.text_chunks += 1
         if self.first_text_t is None:
@@ -222,14 +227,32 @@ class StreamState:
         if chunk_tokens is None:
             self.per_chunk_usage = False
         self.last_text_t = t
+        text = _choice_text(choice)
+        self.last_chunk_empty_finish = bool(fr) and not text
+        if self.texts is not None and text:
+            self.texts.append(text)
 
     def _fail(self, status: str, message: str) -> None:
         if self.status is None:
             self.status = status
             self.error = message
 
-    def finish(self, t_end: float, rec: RequestRecord) -> RequestRecord:
+    def finish(
+        self, t_end: float, rec: RequestRecord, count_tokens: Callable[[str], int] | None = None
+    ) -> RequestRecord:
         """Fill ``rec`` from what was read; classify the outcome."""
+        if (
+            self.completion_tokens is not None
+            and self.last_chunk_empty_finish
+            and self.text_chunks == self.completion_tokens + 1
+        ):
+            # A closing chunk with no text and a finish_reason (OpenAI style), and usage says it
+            # carried no token: it is not a token, and its gap is not an inter-token latency.
+            self.text_chunks -= 1
+            if self.gaps:
+                self.gaps.pop()
+            else:
+                self.first_text_t = None
         rec.e2e_s = t_end - self.t_send
         if self.first_text_t is not None:
             rec.ttft_s = self.first_text_t - self.t_send
@@ -240,22 +263,52 @@ class StreamState:
         rec.finish_reason = self.finish_reason
         rec.prompt_tokens = self.prompt_tokens
         if self.completion_tokens is not None:
-            rec.output_tokens = self.completion_tokens
+            rec.output_tokens, rec.output_tokens_source = self.completion_tokens, "usage"
+        elif count_tokens is not None and self.texts is not None:
+            rec.output_tokens, rec.output_tokens_source = count_tokens("".join(self.texts)), "tokenizer"
         else:
-            rec.output_tokens = self.text_chunks
-            rec.output_tokens_approx = True
+            rec.output_tokens, rec.output_tokens_source = self.text_chunks, "chunks"
+        rec.output_tokens_approx = rec.output_tokens_source != "usage"
+        generated = self.completion_tokens if self.completion_tokens is not None else self.text_chunks
         if self.status is not None:
             rec.status, rec.error = self.status, self.error
         elif not self.done and self.finish_reason is None:
             rec.status, rec.error = "truncated", "stream ended without [DONE] or finish_reason"
-        elif self.text_chunks == 0:
-            rec.status, rec.error = "empty", "stream carried no generated text"
+        elif generated == 0:
+            rec.status, rec.error = "empty", "the server generated no token"
         else:
             rec.status = "ok"
         return rec
 
 
-def _choice_text(choice: dict[str, Any], api: str) -> str | None:
+_TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
+
+
+def _bears_token(choice: dict[str, Any]) -> bool:
+    """Whether a chunk without per-chunk usage carries a generated token (docs/metrics.md).
+
+    A token's text can decode to "" (part of a UTF-8 character), and vLLM still sends its chunk:
+    a text field that is present as a string, even empty, is a token. Not tokens: the role chunk
+    (``role`` with empty or null content), deltas with no text field or only nulls (llama.cpp's
+    ``content: null``, OpenAI's final ``delta: {}``).
+    """
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        texts = [delta[k] for k in _TEXT_FIELDS if isinstance(delta.get(k), str)]
+        if delta.get("tool_calls"):
+            return True
+        if not texts:
+            return False
+        if "role" in delta and not any(texts):
+            return False  # the role-only first chunk
+        return True
+    if isinstance(choice.get("text"), str):
+        return True  # completions: one chunk per token, text possibly ""
+    msg = choice.get("message")
+    return isinstance(msg, dict) and isinstance(msg.get("content"), str)
+
+
+def _choice_text(choice: dict[str, Any]) -> str | None:
     delta = choice.get("delta")
     if isinstance(delta, dict):
         return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
@@ -284,20 +337,22 @@ def stream_request(
     rec: RequestRecord,
     *,
     total_timeout_s: float = 600.0,
-    clock: Any = time.perf_counter,
-    wall: Any = time.time,
-    progress: Any = None,
+    clock: Callable[[], float] = time.perf_counter,
+    wall: Callable[[], float] = time.time,
+    progress: Callable[[int], None] | None = None,
+    count_tokens: Callable[[str], int] | None = None,
 ) -> RequestRecord:
     """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
 
     Never raises for request failures: they become the record's status. A
     ``GreenletExit`` (the test stopping) propagates after the record is marked
-    ``aborted``, so the caller can account for it. ``progress.add(rec.target, n)``
-    (when given) is called with the tokens each read brought (the live rate and the window throughput).
+    ``aborted``, so the caller can account for it. ``progress(n)`` (when given) is
+    called with the tokens each read brought (the live rate and the window throughput);
+    ``count_tokens`` (a local tokenizer) counts the output when the server sends no usage.
     """
     rec.start_time = wall()
     t_send = clock()
-    state = StreamState(t_send=t_send, api=req.api)
+    state = StreamState(t_send=t_send, api=req.api, texts=[] if count_tokens is not None else None)
     resp: Response | None = None
     complete = False
     try:
@@ -330,7 +385,7 @@ def stream_request(
                 if progress is not None:
                     now_tokens = state.streamed_tokens
                     if now_tokens != seen:
-                        progress.add(rec.target, now_tokens - seen)
+                        progress(now_tokens - seen)
                         seen = now_tokens
                 if state.done or t > deadline:
                     break
@@ -346,11 +401,11 @@ def stream_request(
             complete = True
         elif t > deadline and state.status is None:
             state._fail("timeout", f"request exceeded its {total_timeout_s:g} s limit")
-        return state.finish(t if (state.done or complete) else clock(), rec)
+        return state.finish(t if (state.done or complete) else clock(), rec, count_tokens)
     except BaseException:
         # The test is stopping (GreenletExit) or something unexpected happened: the
         # request was sent, so it is accounted for as aborted before propagating.
-        state.finish(clock(), rec)
+        state.finish(clock(), rec, count_tokens)
         rec.status, rec.error = "aborted", "cut by llmload (test stopped before the stream ended)"
         raise
     finally:

@@ -21,7 +21,7 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "stream_error",  # error object inside the stream after HTTP 200
     "truncated",  # the stream ended without [DONE] and without a finish_reason
     "malformed",  # a data line that is not valid JSON / not a completion chunk
-    "empty",  # the stream completed but carried no generated text at all
+    "empty",  # the stream completed but the server generated no token (usage 0, or no token chunk)
     "aborted",  # cut by llmload itself (test stopped and the grace time ran out)
 )
 STATUS_CLASSES: tuple[str, ...] = (OK, *FAILURE_CLASSES)
@@ -45,14 +45,16 @@ class RequestRecord:
     start_time: float = 0.0  # epoch seconds of the actual send
     intended_time: float | None = None  # epoch seconds of the scheduled send (open loop)
     http_status: int | None = None
-    ttft_s: float | None = None  # actual send -> first text-bearing chunk
+    ttft_s: float | None = None  # actual send -> first token-bearing chunk
     e2e_s: float | None = None  # actual send -> end of stream
-    itl_s: list[float] = field(default_factory=list)  # one gap per pair of text chunks
+    itl_s: list[float] = field(default_factory=list)  # one gap per pair of token-bearing chunks
     itl_tokens: list[int] = field(default_factory=list)  # tokens in the later chunk of each gap, when known
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None  # the server's usage.prompt_tokens (chat template included)
+    prompt_tokens_client: int = 0  # llmload's count of the prompt text (tokenizer, else estimate)
     output_tokens: int = 0
-    output_tokens_approx: bool = False  # True when counted from chunks, not from usage
-    chunks: int = 0  # text-bearing chunks
+    output_tokens_approx: bool = False  # True when not from the server's usage
+    output_tokens_source: str = "chunks"  # usage | tokenizer | chunks (token-bearing chunks)
+    chunks: int = 0  # token-bearing chunks
     finish_reason: str | None = None
     error: str | None = None  # short, secret-free description of the failure
 
@@ -113,8 +115,10 @@ class RequestRecord:
             "itl_mean_ms": ms(sum(itl) / len(itl)) if itl else None,
             "itl_max_ms": ms(max(itl)) if itl else None,
             "prompt_tokens": self.prompt_tokens,
+            "prompt_tokens_client": self.prompt_tokens_client,
             "output_tokens": self.output_tokens,
             "output_tokens_approx": self.output_tokens_approx,
+            "output_tokens_source": self.output_tokens_source,
             "chunks": self.chunks,
             "finish_reason": self.finish_reason,
             "error": self.error,

@@ -20,43 +20,9 @@ from typing import Any
 
 from llmload.metrics import Histogram, TargetStats
 from llmload.records import RequestRecord
+from llmload.throughput import TokenWindows, Window, WindowKey, windows_from_wire
 
 WARMUP = "warmup"
-
-
-class StreamCounter:
-    """Tokens received per target, cumulative, added on every socket read that brought some.
-
-    In-flight requests keep a reference to this one object for their whole life, so it is
-    never replaced. Tokens that arrive while a target's measurement window is open (after
-    warm-up, before the load stops) also count in ``window``: the steady-state throughput,
-    exact to one read.
-    """
-
-    def __init__(self, targets: list[str]) -> None:
-        self.totals: dict[str, int] = dict.fromkeys(targets, 0)
-        self.window: dict[str, int] = dict.fromkeys(targets, 0)
-        self.spans: dict[str, list[float | None]] = {t: [None, None] for t in targets}
-
-    def add(self, target: str, n: int) -> None:
-        self.totals[target] = self.totals.get(target, 0) + n
-        span = self.spans.get(target)
-        if span is not None and span[0] is not None:
-            now = time.time()
-            if span[0] <= now and (span[1] is None or now < span[1]):
-                self.window[target] += n
-
-    def open(self, target: str, at: float) -> None:
-        span = self.spans[target]
-        if span[0] is None:
-            span[0] = at
-        elif span[1] is not None:  # reopened (sequential mode comes back): keep the first start
-            span[1] = None
-
-    def close(self, target: str, at: float) -> None:
-        span = self.spans[target]
-        if span[0] is not None and span[1] is None:
-            span[1] = max(at, span[0])
 
 
 class Collector:
@@ -72,7 +38,7 @@ class Collector:
         self.sent: dict[str, int] = dict.fromkeys(targets, 0)
         self.dropped: dict[str, int] = dict.fromkeys(targets, 0)
         self.delayed: dict[str, int] = dict.fromkeys(targets, 0)
-        self.streamed = StreamCounter(targets)  # tokens received, updated per read (never replaced)
+        self.streamed = TokenWindows(targets)  # tokens received, updated per read (never replaced)
         self._streamed_reported: dict[str, int] = dict.fromkeys(targets, 0)
         self.loop_lag = Histogram()
         self.listeners: list[Callable[[RequestRecord], None]] = []
@@ -145,8 +111,7 @@ class Collector:
             "dropped": dropped,
             "delayed": delayed,
             "streamed": streamed,
-            "window_tokens": dict(self.streamed.window),
-            "window_spans": {t: list(v) for t, v in self.streamed.spans.items()},
+            "windows": self.streamed.to_wire(),
             "loop_lag": lag.to_wire(),
             "cpu": self.cpu_percent(),
             "t": time.time(),
@@ -169,8 +134,8 @@ class Aggregator:
         self.loop_lag = Histogram()
         self.interval_lag = Histogram()
         self.interval_streamed: dict[str, int] = dict.fromkeys(targets, 0)
-        self.window_tokens: dict[str, dict[str, int]] = {}  # worker -> target -> cumulative
-        self.window_spans: dict[str, dict[str, list[float | None]]] = {}
+        self.streamed_total: dict[str, int] = dict.fromkeys(targets, 0)  # every token, windows or not
+        self.windows: dict[str, dict[WindowKey, Window]] = {}  # worker -> its cumulative windows
         self.last_seen: dict[str, float] = {}
         self.line_sinks: list[Callable[[list[dict[str, Any]]], None]] = []
         self.lines_total = 0
@@ -199,9 +164,9 @@ class Aggregator:
             self.delayed[t] = self.delayed.get(t, 0) + n
         for t, n in delta.get("streamed", {}).items():
             self.interval_streamed[t] = self.interval_streamed.get(t, 0) + n
-        if "window_tokens" in delta:
-            self.window_tokens[w] = delta["window_tokens"]
-            self.window_spans[w] = delta["window_spans"]
+            self.streamed_total[t] = self.streamed_total.get(t, 0) + n
+        if "windows" in delta:
+            self.windows[w] = windows_from_wire(delta["windows"])
         lag = Histogram.from_wire(delta["loop_lag"])
         self.loop_lag.merge(lag)
         self.interval_lag.merge(lag)
@@ -225,19 +190,18 @@ class Aggregator:
         done = self.completed_by_worker.get(worker, {})
         self.lost_unaccounted += sum(max(0, n - done.get(t, 0)) for t, n in sent.items())
 
-    def steady_throughput(self, target: str) -> tuple[float, float] | None:
-        """(tokens/s, window seconds) from tokens received while the target's window was open."""
-        starts = [sp[target][0] for sp in self.window_spans.values() if sp.get(target, [None])[0] is not None]
-        ends = [
-            sp[target][1] for sp in self.window_spans.values() if sp.get(target, [None, None])[1] is not None
-        ]
-        if not starts or not ends:
-            return None
-        span = max(ends) - min(starts)
-        if span <= 0:
-            return None
-        tokens = sum(d.get(target, 0) for d in self.window_tokens.values())
-        return tokens / span, span
+    def target_windows(self, target: str, level: tuple[str, str] | None = None) -> list[Window]:
+        """The target's measurement windows merged over every worker (one level, or all of them)."""
+        merged: dict[WindowKey, Window] = {}
+        for ws in self.windows.values():
+            for key, w in ws.items():
+                if key[0] != target or (level is not None and key[1:] != level):
+                    continue
+                if key in merged:
+                    merged[key].merge(w)
+                else:
+                    merged[key] = Window.from_wire(w.to_wire())
+        return list(merged.values())
 
     def completed_by(self, worker: str, target: str) -> int:
         return self.completed_by_worker.get(worker, {}).get(target, 0)

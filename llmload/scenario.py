@@ -64,6 +64,17 @@ class SimSpec(Strict):
     seed: int | None = Field(None, description="simulator seed (default: the workload seed)")
 
 
+# Where each engine kind serves its Prometheus text (engines.md); kind openai has none.
+METRICS_PATHS = {
+    "vllm": "/metrics",
+    "aphrodite": "/metrics",
+    "sglang": "/metrics",
+    "tgi": "/metrics",
+    "llamacpp": "/metrics",
+    "trtllm": "/prometheus/metrics",
+}
+
+
 class Target(Strict):
     name: str = Field(description="unique name; used in results, metrics and reports")
     kind: Literal["vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim"] = Field(
@@ -77,7 +88,10 @@ class Target(Strict):
         default_factory=dict, description="extra HTTP headers (values as strings)"
     )
     extra_body: dict[str, Any] = Field(default_factory=dict, description="engine-specific request fields")
-    metrics_url: str | None = Field(None, description="engine /metrics URL (scraped during the run)")
+    metrics_url: str | None = Field(
+        None,
+        description='engine /metrics URL, scraped during the run (default: base_url + the kind\'s path; "" for none)',
+    )
     gpu_metrics_url: str | None = Field(None, description="DCGM-exporter text URL (scraped during the run)")
     labels: dict[str, str] = Field(default_factory=dict)
     cost_per_hour: float | None = Field(None, ge=0)
@@ -109,6 +123,9 @@ class Target(Strict):
             raise ValueError("base_url is required (only kind sim can be started by llmload)")
         if self.base_url is not None and not re.match(r"^https?://", self.base_url):
             raise ValueError("base_url must start with http:// or https://")
+        path = METRICS_PATHS.get(self.kind)
+        if self.metrics_url is None and self.base_url is not None and path is not None:
+            self.metrics_url = self.base_url.rstrip("/") + path  # follows base_url, even from --set
         return self
 
 
@@ -137,6 +154,9 @@ class Workload(Strict):
 
 
 class Client(Strict):
+    ready_timeout: Duration = Field(
+        600.0, description="how long to wait for every target's /health and /v1/models before exit 2"
+    )
     connect_timeout: Duration = 10.0
     read_timeout: Duration = 120.0
     request_timeout: Duration = 600.0

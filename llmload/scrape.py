@@ -3,6 +3,9 @@
 Parsing a /metrics page costs ~10 ms of CPU; done inside the load generator it
 would stall the event loop and corrupt TTFT/ITL. So the run starts this small
 process (``python -m llmload.scrape SPEC_JSON``), which dies with its parent.
+It scrapes once at start (the baseline, before any load), every interval, and
+once more on SIGTERM (the counters after the load): the server-agreement check
+(llmload/agreement.py) is the difference of the first and last scrape.
 
 SPEC_JSON: {"out": path, "interval": s, "targets": [{"name", "kind", "metrics_url", "gpu_metrics_url"}]}
 """
@@ -93,14 +96,16 @@ def main(argv: list[str] | None = None) -> int:
         open(spec["out"], "a", encoding="utf-8") as out,
     ):
         next_t = time.monotonic()
-        while not stop:
+        while True:
             rows = scrape_once(client, spec["targets"], failed)
             if rows:
                 out.write("".join(json.dumps(r) + "\n" for r in rows))
                 out.flush()
+            if stop:
+                break  # that was the last scrape: the counters after the load
             next_t += period
             while not stop and time.monotonic() < next_t:
-                time.sleep(min(0.2, max(0.0, next_t - time.monotonic())))
+                time.sleep(min(0.05, max(0.0, next_t - time.monotonic())))
     return 0
 
 

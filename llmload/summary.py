@@ -9,8 +9,10 @@ from importlib import metadata
 from typing import Any
 
 from llmload import __version__
+from llmload.agreement import server_agreement
 from llmload.metrics import TargetStats
 from llmload.runstate import WARMUP, Aggregator
+from llmload.throughput import Window, throughput_block
 
 SCHEMA = "llmload.summary/1"
 
@@ -23,24 +25,19 @@ def iso(t: float | None) -> str | None:
     )
 
 
-def target_block(st: TargetStats, *, histograms: bool) -> dict[str, Any]:
+def target_block(st: TargetStats, windows: list[Window], *, histograms: bool) -> dict[str, Any]:
+    """One target's figures over a level or the run; throughput from its windows (llmload.throughput)."""
     by_class = dict(st.by_class)
-    window_s = None
-    if st.first_start is not None and st.last_end is not None:
-        window_s = max(1e-9, st.last_end - st.first_start)
     out: dict[str, Any] = {
         "requests": {"sent": st.requests, "ok": st.ok, "failed": st.failures, "by_class": by_class},
         "tokens": {
             "prompt": st.prompt_tokens,
+            "prompt_client": st.prompt_tokens_client,
             "output": st.output_tokens,
             "output_approx": st.output_tokens_approx,
         },
         "latency_ms": st.latency_block(),
-        "throughput": {
-            "output_tok_s": round(st.output_tokens / window_s, 3) if window_s else 0.0,
-            "req_s": round(st.ok / window_s, 4) if window_s else 0.0,
-            "window_s": round(window_s, 3) if window_s else 0.0,
-        },
+        "throughput": throughput_block(windows),
     }
     if histograms:
         out["histograms"] = {m: h.to_dict() for m, h in st.histograms.items() if h.count}
@@ -62,13 +59,14 @@ def build_summary(
     reasons: list[str],
     client: dict[str, Any],
     extra_run: dict[str, Any] | None = None,
+    telemetry: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     window = agg.window(exclude_warmup=True)
     everything = agg.window(exclude_warmup=False)
     targets: dict[str, Any] = {}
     for t in scenario.targets:
         st = window.get(t.name) or TargetStats()
-        block = target_block(st, histograms=True)
+        block = target_block(st, agg.target_windows(t.name), histograms=True)
         all_st = everything.get(t.name) or TargetStats()
         # requests.sent counts every request line (warm-up included); by_class too.
         block["requests"]["sent"] = all_st.requests
@@ -79,17 +77,8 @@ def build_summary(
         block["requests"]["warmup"] = all_st.requests - st.requests
         block["requests"]["dropped"] = agg.dropped.get(t.name, 0)
         block["requests"]["delayed"] = agg.delayed.get(t.name, 0)
-        block["tokens"]["prompt"] = st.prompt_tokens
-        steady = agg.steady_throughput(t.name)
-        if steady is not None:
-            # Tokens received while the target's window was open (after warm-up, until the load
-            # stopped), over that window: exact to one socket read, immune to requests ending in bursts.
-            block["throughput"]["output_tok_s"] = round(steady[0], 3)
-            block["throughput"]["window_s"] = round(steady[1], 3)
-            block["throughput"]["req_s"] = round(st.ok / steady[1], 4)
-            block["throughput"]["basis"] = "streamed"
-        else:
-            block["throughput"]["basis"] = "requests"
+        if t.metrics_url and telemetry:
+            block["server_agreement"] = _agreement(t.name, all_st, agg, telemetry)
         targets[t.name] = {
             "kind": t.kind,
             "model": t.model,
@@ -104,7 +93,7 @@ def build_summary(
         if lv == WARMUP:
             continue
         d = agg.levels[(ph, lv)]
-        blocks = {t: target_block(s, histograms=False) for t, s in d.items()}
+        blocks = {t: target_block(s, agg.target_windows(t, (ph, lv)), histograms=False) for t, s in d.items()}
         for t, b in blocks.items():
             meta = next(
                 (m for m in steps if m["phase"] == ph and m["level"] == lv and t in m["targets"]), None
@@ -146,6 +135,29 @@ def build_summary(
     out: dict[str, Any] = {"schema": SCHEMA, "run": run, "targets": targets}
     out["levels"] = levels
     return out
+
+
+def _agreement(
+    target: str, all_st: TargetStats, agg: Aggregator, telemetry: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The run's figures (warm-up included, as the server counts them) beside its /metrics deltas."""
+    windows = agg.target_windows(target)
+    tp = throughput_block(windows)
+    firsts = [w.first for w in windows if w.first is not None]
+    lasts = [w.last for w in windows if w.last is not None]
+    window = (min(firsts) if firsts else None, max(lasts) if lasts else None, float(tp["window_s"]))
+    return server_agreement(
+        target,
+        telemetry,
+        sent=all_st.requests,
+        prompt_tokens=all_st.prompt_tokens,
+        output_tokens=all_st.output_tokens,
+        ttft_mean_ms=all_st.histograms["ttft"].summary_ms()["mean"],
+        e2e_mean_ms=all_st.histograms["e2e"].summary_ms()["mean"],
+        output_tok_s=float(tp["output_tok_s"]),
+        window=window,
+        streamed_all_in_window=agg.streamed_total.get(target, 0) == tp["window_tokens"],
+    )
 
 
 def _version(dist: str) -> str | None:

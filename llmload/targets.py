@@ -123,10 +123,28 @@ def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20
     return prepared
 
 
-def wait_ready(targets: list[Any], timeout_s: float = 60.0, env: dict[str, str] | None = None) -> None:
-    """Wait for /health == 200 and the model in /v1/models, for every target."""
+def wait_ready(
+    targets: list[Any],
+    timeout_s: float = 600.0,
+    env: dict[str, str] | None = None,
+    say: Any = None,
+    every_s: float = 5.0,
+) -> dict[str, str]:
+    """Wait for /health == 200 and the model in /v1/models, for every target.
+
+    Returns the model of each target that names none: the first one its server lists.
+
+    Says what it waits for every ``every_s`` seconds (``say``: one line to stderr by default). A
+    server whose /v1/models answers without the configured model fails at once, naming what it
+    serves: that is a wrong name, not a model still loading (vLLM and Aphrodite refuse connections
+    until the model is loaded).
+    """
     env = env if env is not None else dict(os.environ)
-    deadline = time.monotonic() + timeout_s
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    next_say = t0 + every_s
+    defaults: dict[str, str] = {}
     with httpx.Client(timeout=5.0) as client:
         for t in targets:
             base = t.base_url.rstrip("/")
@@ -141,21 +159,44 @@ def wait_ready(targets: list[Any], timeout_s: float = 60.0, env: dict[str, str] 
                         m = client.get(base + "/v1/models", headers=headers)
                         if m.status_code == 200:
                             ids = [d.get("id") for d in m.json().get("data", []) if isinstance(d, dict)]
-                            if t.model is None or t.model in ids:
-                                if t.model is None and ids:
-                                    t.model = ids[0]
+                            if t.model is None and ids:
+                                defaults[t.name] = str(ids[0])
                                 break
-                            last = (
-                                f"model {t.model!r} not served (served: {', '.join(map(str, ids)) or 'none'})"
-                            )
+                            if t.model is not None and t.model in ids:
+                                break
+                            if ids:
+                                raise TargetNotReady(
+                                    f"target {t.name} ({base}): model {t.model!r} is not served "
+                                    f"(it serves: {', '.join(map(str, ids))})"
+                                )
+                            last = "/v1/models lists no model yet"
                         else:
                             last = f"/v1/models answered HTTP {m.status_code}"
                     else:
                         last = f"/health answered HTTP {r.status_code}"
                 except httpx.HTTPError as e:
-                    last = f"{type(e).__name__}"
+                    last = _http_error(e)
                 except ValueError:
                     last = "/v1/models did not return JSON"
-                if time.monotonic() > deadline:
-                    raise TargetNotReady(f"target {t.name} ({base}) not ready after {timeout_s:g} s: {last}")
+                now = time.monotonic()
+                if now > deadline:
+                    raise TargetNotReady(
+                        f"target {t.name} ({base}) not ready after {timeout_s:g} s "
+                        f"(client.ready_timeout): {last}"
+                    )
+                if now >= next_say:
+                    say(
+                        f"llmload: waiting for target {t.name} at {base}: {last} "
+                        f"({now - t0:.0f} s of {timeout_s:g} s, client.ready_timeout)"
+                    )
+                    next_say = now + every_s
                 time.sleep(0.25)
+    return defaults
+
+
+def _http_error(e: httpx.HTTPError) -> str:
+    if isinstance(e, httpx.ConnectError):
+        return "connection refused" if "refused" in str(e).lower() else f"cannot connect ({e})"
+    if isinstance(e, httpx.TimeoutException):
+        return "no answer within 5 s"
+    return type(e).__name__

@@ -93,7 +93,7 @@ def test_target_not_ready_exits_2_with_one_line(tmp_path: Path) -> None:
     scn = tmp_path / "dead.yaml"
     scn.write_text(
         f"targets:\n  - {{name: dead, kind: vllm, base_url: 'http://127.0.0.1:{port}', model: m}}\n"
-        "load: {users: 1, duration: 2s}\n"
+        "load: {users: 1, duration: 2s}\nclient: {ready_timeout: 2s}\n"
     )
     r = subprocess.run(
         [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(tmp_path / "r")],
@@ -101,7 +101,6 @@ def test_target_not_ready_exits_2_with_one_line(tmp_path: Path) -> None:
         text=True,
         timeout=60,
         cwd=ROOT,
-        env={**__import__("os").environ, "LLMLOAD_READY_TIMEOUT": "2"},
     )
     assert r.returncode == 2, r.stderr
     err = [ln for ln in r.stderr.splitlines() if ln.startswith("llmload:")]
@@ -149,3 +148,46 @@ def test_streams_cut_at_the_end_of_the_grace_time_are_accounted_for(tmp_path: Pa
     assert summary["targets"]["slow"]["requests"]["sent"] == len(lines)
     assert r.returncode == 3  # nothing completed: the run is invalid, and says why
     assert any("were cut when stop_grace" in x for x in summary["run"]["reasons"])
+
+
+def _one_target(tmp_path: Path, target: str, extra: str = "") -> Path:
+    scn = tmp_path / "one.yaml"
+    scn.write_text(f"targets:\n  - {target}\nload: {{users: 1, max_requests: 1}}\n{extra}")
+    return scn
+
+
+def test_a_model_the_server_does_not_serve_fails_at_once(tmp_path: Path, sse_server: str) -> None:
+    """/v1/models answered without the model: exit 2 naming what it serves, not a long silent wait."""
+    scn = _one_target(tmp_path, f"{{name: a, kind: vllm, base_url: '{sse_server}', model: no-such-model}}")
+    r = llmload("run", str(scn), "--results", str(tmp_path / "r"), timeout=60)
+    assert r.returncode == 2, r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("llmload:")]
+    assert len(err) == 1 and "no-such-model" in err[0] and "it serves" in err[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_an_unset_api_key_variable_is_bad_input(tmp_path: Path, sse_server: str) -> None:
+    scn = _one_target(
+        tmp_path, f"{{name: a, kind: vllm, base_url: '{sse_server}', api_key_env: LLMLOAD_TEST_UNSET_KEY}}"
+    )
+    r = llmload("run", str(scn), "--results", str(tmp_path / "r"), timeout=60)
+    assert r.returncode == 2, r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("llmload:")]
+    assert len(err) == 1 and "LLMLOAD_TEST_UNSET_KEY" in err[0] and "api_key_env" in err[0], r.stderr
+
+
+def test_metrics_url_follows_a_base_url_set_on_the_command_line() -> None:
+    from llmload.scenario import load_scenario
+
+    sc = load_scenario(str(ROOT / "scenarios" / "seed-70b-comparison.yaml"), [])
+    t = sc.targets[0]
+    assert t.metrics_url == t.base_url.rstrip("/") + "/metrics"
+    moved = load_scenario(
+        str(ROOT / "scenarios" / "seed-70b-comparison.yaml"),
+        [f"targets.{t.name}.base_url=http://10.9.9.9:8000"],
+    )
+    assert moved.target(t.name).metrics_url == "http://10.9.9.9:8000/metrics"
+    off = load_scenario(
+        str(ROOT / "scenarios" / "seed-70b-comparison.yaml"), [f"targets.{t.name}.metrics_url="]
+    )
+    assert not off.target(t.name).metrics_url

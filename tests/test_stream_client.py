@@ -155,12 +155,44 @@ def test_missing_done_with_finish_reason_is_ok(sse_server: str) -> None:
 
 
 def test_empty_stream_and_malformed_line(sse_server: str) -> None:
-    empty = run_raw(
-        sse_server, [(5, content("")), (1, content(None, finish="stop")), (1, "data: [DONE]\n\n")]
-    )
-    assert empty.status == "empty"
+    role = ev({"id": "a", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    empty = run_raw(sse_server, [(5, role), (1, content(None, finish="stop")), (1, "data: [DONE]\n\n")])
+    assert empty.status == "empty" and empty.chunks == 0
+    usage0 = ev({"id": "a", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 0}})
+    said_none = run_raw(sse_server, [(5, content("", finish="stop")), (1, usage0), (1, "data: [DONE]\n\n")])
+    assert said_none.status == "empty", "usage says no token was generated"
     bad = run_raw(sse_server, [(5, content("a")), (5, "data: {not json\n\n"), (1, "data: [DONE]\n\n")])
     assert bad.status == "malformed"
+
+
+def test_tokens_whose_text_is_empty_are_tokens(sse_server: str) -> None:
+    """vLLM sends one chunk per token even when the token decodes to "" (part of a UTF-8 character)."""
+    n = 32
+    frames = [(5, ev({"id": "a", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))]
+    frames += [(3, content("", finish="length" if i == n - 1 else None)) for i in range(n)]
+    frames.append((1, ev({"id": "a", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": n}})))
+    frames.append((1, "data: [DONE]\n\n"))
+    rec = run_raw(sse_server, frames)
+    assert rec.status == "ok", rec.error
+    assert rec.output_tokens == n and rec.chunks == n and len(rec.itl_s) == n - 1
+    assert rec.ttft_s is not None and rec.ttft_s < rec.e2e_s
+    mixed = [frames[0]] + [(3, content("" if i % 3 else f" w{i}")) for i in range(10)]
+    mixed.append((1, content(" end", finish="stop")))
+    mixed.append((1, "data: [DONE]\n\n"))
+    approx = run_raw(sse_server, mixed)  # no usage at all: token-bearing chunks are the count
+    assert approx.status == "ok" and approx.output_tokens == 11 and approx.output_tokens_approx
+    assert approx.output_tokens_source == "chunks"
+
+
+def test_closing_chunk_without_a_token_is_not_counted(sse_server: str) -> None:
+    """A final `content: ""` chunk that only carries finish_reason, with usage saying n tokens."""
+    frames = [(5, content(f" w{i}")) for i in range(4)]
+    frames.append((5, content("", finish="stop")))
+    frames.append((1, ev({"id": "a", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 4}})))
+    frames.append((1, "data: [DONE]\n\n"))
+    rec = run_raw(sse_server, frames)
+    assert rec.status == "ok" and rec.output_tokens == 4
+    assert rec.chunks == 4 and len(rec.itl_s) == 3, "the closing chunk's gap is not an inter-token gap"
 
 
 @pytest.mark.parametrize(

@@ -7,13 +7,17 @@ Kinds: synthetic (length distributions), jsonl (one prompt per line), sharegpt
 (conversations), prefix (N shared long prefixes x unique suffixes, to exercise
 prefix caching), multiturn (sessions whose history grows each turn).
 Token counts are approximated by words (one short word ~ one token) unless a
-local tokenizer file is given.
+local tokenizer file is given; with one, synthetic, prefix and multiturn prompts are
+cut to exactly the asked number of tokens by that tokenizer (the chat template the
+server wraps around them is not counted here: summary.json reports it as the
+difference between the server's prompt tokens and llmload's).
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,8 +71,19 @@ class WorkloadSource:
 
     def count_tokens(self, text: str) -> int:
         if self._tok is not None:
-            return len(self._tok.encode(text).ids)
+            return len(self._tok.encode(text, add_special_tokens=False).ids)
         return len(text.split())
+
+    @property
+    def output_counter(self) -> Callable[[str], int] | None:
+        """The local tokenizer's count, for servers that send no usage (None without one)."""
+        return self.count_tokens if self._tok is not None else None
+
+    def text(self, rng: random.Random, n: int) -> str:
+        """Prompt text of ``n`` tokens: exact by the tokenizer when one is given, else ``n`` words."""
+        if self._tok is None:
+            return words(rng, n)
+        return sized_text(self._tok, rng, n)
 
     def _system(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.wl.system_prompt}] if self.wl.system_prompt else []
@@ -81,12 +96,14 @@ class WorkloadSource:
             if wl.prompts:
                 text = wl.prompts[i % len(wl.prompts)]
             else:
-                text = words(rng, sample_length(wl.input_tokens, rng))
+                text = self.text(rng, sample_length(wl.input_tokens, rng))
             msgs = [*self._system(), {"role": "user", "content": text}]
         elif wl.kind == "prefix":
             group = i % wl.prefix_groups
-            prefix = words(random.Random(f"{wl.seed}:prefix:{group}"), wl.prefix_tokens)
-            text = prefix + "\n\nQuestion " + str(i) + ": " + words(rng, sample_length(wl.input_tokens, rng))
+            prefix = self.text(random.Random(f"{wl.seed}:prefix:{group}"), wl.prefix_tokens)
+            text = (
+                prefix + "\n\nQuestion " + str(i) + ": " + self.text(rng, sample_length(wl.input_tokens, rng))
+            )
             msgs = [*self._system(), {"role": "user", "content": text}]
         elif wl.kind == "multiturn":
             return self._turn(i)
@@ -114,7 +131,7 @@ class WorkloadSource:
         max_tokens = 0
         for t in range(turn + 1):
             trng = random.Random(f"{wl.seed}:session:{session}:turn:{t}")
-            msgs.append({"role": "user", "content": words(trng, sample_length(wl.input_tokens, trng))})
+            msgs.append({"role": "user", "content": self.text(trng, sample_length(wl.input_tokens, trng))})
             max_tokens = sample_length(wl.output_tokens, trng)
             if t < turn:
                 msgs.append({"role": "assistant", "content": words(trng, max_tokens)})
@@ -201,13 +218,33 @@ def _sharegpt_item(conv: Any, path: Path, n: int) -> tuple[list[dict[str, str]],
     return [{"role": "user", "content": human["value"]}], out
 
 
+def sized_text(tok: Any, rng: random.Random, n: int) -> str:
+    """Words cut to exactly ``n`` tokens by ``tok`` (a ``tokenizers.Tokenizer``).
+
+    Cutting the token ids and decoding them can re-encode to a different count where the cut
+    splits a merge, so nearby cuts are tried until one re-encodes to ``n``.
+    """
+    text = words(rng, n + 8)
+    ids = tok.encode(text, add_special_tokens=False).ids
+    while len(ids) < n + 8:
+        text += " " + words(rng, n + 8)
+        ids = tok.encode(text, add_special_tokens=False).ids
+    best = ""
+    for k in (n, n - 1, n + 1, n - 2, n + 2, n - 3, n + 3):
+        if k < 0:
+            continue
+        cand = tok.decode(ids[:k])
+        if len(tok.encode(cand, add_special_tokens=False).ids) == n:
+            return cand
+        best = best or cand
+    return best
+
+
 def load_tokenizer(path: Path) -> Any:
-    try:
-        from tokenizers import Tokenizer  # optional: pip install tokenizers
-    except ImportError:
-        raise InputError(
-            f"{path}: a tokenizer file needs the `tokenizers` package (pip install tokenizers)"
-        ) from None
+    from tokenizers import Tokenizer
+
+    if not path.is_file():
+        raise InputError(f"{path}: tokenizer file not found")
     try:
         return Tokenizer.from_file(str(path))
     except Exception as e:  # noqa: BLE001 - the library raises plain Exception

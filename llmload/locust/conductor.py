@@ -64,6 +64,7 @@ class Conductor:
         self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
         self.send_scenario: Any = None  # plugin.send_scenario (master), set by the plugin
         self._interval_greenlet: gevent.Greenlet | None = None
+        self._proc: Any = None  # psutil.Process of this process, while intervals run
         self._last_interval = time.time()
 
     # --- plan -------------------------------------------------------------------
@@ -266,31 +267,34 @@ class Conductor:
     # --- intervals ----------------------------------------------------------------------
     def start_intervals(self) -> None:
         if self._interval_greenlet is None:
+            import psutil
+
+            self._proc = psutil.Process()
+            self._proc.cpu_percent(None)
             self._interval_greenlet = gevent.spawn(self._interval_loop)
         if self.scraper is not None:
-            self.scraper.start()
+            self.scraper.start()  # already started during readiness: a no-op then
 
     def stop_intervals(self) -> None:
+        """Stop the interval loop, write the last (partial) interval, stop the scraper."""
         if self._interval_greenlet is not None:
-            self._interval_greenlet.kill(block=False)
+            self._interval_greenlet.kill(block=True, timeout=2)
             self._interval_greenlet = None
+            # The requests that ended since the last tick: timeseries.jsonl adds up to requests.jsonl.
+            self.interval(self._proc.cpu_percent(None), progress=False)
         if self.scraper is not None:
             self.scraper.stop()
 
     def _interval_loop(self) -> None:
         period = self.sc.client.report_interval
-        import psutil
-
-        proc = psutil.Process()
-        proc.cpu_percent(None)
         while True:
             gevent.sleep(period)
             try:
-                self.interval(proc.cpu_percent(None))
+                self.interval(self._proc.cpu_percent(None))
             except Exception as e:  # noqa: BLE001 - live output must not end the run
                 log.exception("llmload: interval failed: %s", e)
 
-    def interval(self, cpu: float) -> None:
+    def interval(self, cpu: float, *, progress: bool = True) -> None:
         now = time.time()
         self.pull()
         span = max(1e-6, now - self._last_interval)
@@ -335,7 +339,7 @@ class Conductor:
                     log.warning("llmload: sink interval failed: %s", e)
             prog[t] = {**row, "requests_total": self.agg.completed(t)}
         self.results.flush()
-        if self.progress:
+        if self.progress and progress:
             sys.stderr.write(progress_line(now - (self.run_t0 or self.started_at), prog) + "\n")
             sys.stderr.flush()
 

@@ -113,7 +113,7 @@ class LLMRun:
                 if t not in self.target_measure_start:
                     first = run_t0 if self.sc.load.mode == "parallel" else t0
                     self.target_measure_start[t] = first + self.sc.load.warmup
-                counter.open(t, max(t0, self.target_measure_start[t]))
+                counter.open(t, ps.step.phase, ps.step.level, max(t0, self.target_measure_start[t]))
             else:
                 counter.close(t, t0)
         self._step_counts = dict.fromkeys(self.targets, 0)
@@ -246,19 +246,25 @@ class LLMRun:
             phase=ps.step.phase,
             level=WARMUP if in_warmup else ps.step.level,
             intended_time=intended,
+            prompt_tokens_client=spec.prompt_tokens_est,
         )
         self.collector.started(t)
+        windows = self.collector.streamed
+        tokens = windows.request(t)
         try:
             stream_request(
                 transport,
                 req,
                 rec,
                 total_timeout_s=self.sc.client.request_timeout,
-                progress=self.collector.streamed,
+                progress=lambda n: windows.add(tokens, n),
+                count_tokens=self.source.output_counter,
             )
         except BaseException:
+            windows.done(tokens, rec)
             self._done(rec)
             raise
+        windows.done(tokens, rec)
         self._done(rec)
 
     def _done(self, rec: RequestRecord) -> None:

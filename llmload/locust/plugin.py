@@ -135,15 +135,15 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     from llmload.targets import start_sims, wait_ready
 
     sc = load_for_options(options)
+    check_api_keys(sc)
+    overrides: list[str] = []
     if any(t.kind == "sim" and t.base_url is None for t in sc.targets):
         STATE.prepared = start_sims(sc)
-        from llmload.yamlsrc import apply_overrides
-
-        data = sc.model_dump(mode="json", exclude_none=True)
-        apply_overrides(data, STATE.prepared.overrides)
-        source = sc.source
-        sc = validate_data(data, {}, source)
-    wait_ready(sc.targets, timeout_s=float(os.environ.get("LLMLOAD_READY_TIMEOUT", "60")))
+        overrides += STATE.prepared.overrides
+        sc = resolve(sc, overrides)
+    models = wait_ready(sc.targets, timeout_s=sc.client.ready_timeout)
+    if models:
+        sc = resolve(sc, [f"targets.{name}.model={m}" for name, m in models.items()])
     distributed = isinstance(runner, MasterRunner)
     run = LLMRun(environment, sc, role="master" if distributed else "local")
     run_id = f"{sc.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
@@ -161,6 +161,7 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     if STATE.sink is not None:
         conductor.sinks.append(SinkAdapter(STATE.sink, target_tags(sc)))
     conductor.scraper = TelemetryScraper(sc, conductor.results)
+    conductor.scraper.start()  # now, during readiness: its baseline scrape comes before any load
     conductor.send_scenario = send_scenario
     environment.user_classes = [
         make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets
@@ -172,6 +173,25 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     if options.headless:
         logging.getLogger("locust.stats_logger").setLevel(logging.WARNING)
     conductor.event("start", f"run {run_id} starting ({len(sc.targets)} targets)")
+
+
+def resolve(sc: Any, overrides: list[str]) -> Any:
+    """The scenario with what llmload found out (sim addresses, default models), validated again."""
+    from llmload.yamlsrc import apply_overrides
+
+    data = sc.model_dump(mode="json", exclude_none=True)
+    apply_overrides(data, overrides)
+    return validate_data(data, {}, sc.source)
+
+
+def check_api_keys(sc: Any) -> None:
+    """A target whose api_key_env names an unset variable would send requests with no key."""
+    for t in sc.targets:
+        if t.api_key_env and not os.environ.get(t.api_key_env):
+            raise InputError(
+                f"{sc.source}: targets.{t.name}.api_key_env: environment variable "
+                f"{t.api_key_env} is not set (export it, or remove api_key_env)"
+            )
 
 
 def _on_scenario_message(msg: Any, **_: Any) -> None:

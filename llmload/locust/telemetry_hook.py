@@ -8,10 +8,13 @@ with its worker id); the local runner or the master writes ``llm_interval`` and
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("llmload")
+
+MIN_SCRAPE_INTERVAL_S = 0.5  # a /metrics page costs the engine a few ms to render: at most 2 a second
 
 
 def target_tags(sc: Any) -> dict[str, dict[str, str]]:
@@ -82,10 +85,15 @@ class TelemetryScraper:
             if t.metrics_url or t.gpu_metrics_url
         ]
         self.out = results.dir / "telemetry.jsonl"
-        self.interval = sc.client.report_interval
+        self.interval = max(MIN_SCRAPE_INTERVAL_S, sc.client.report_interval)
         self.proc: Any = None
 
-    def start(self) -> None:
+    def start(self, first_scrape_timeout_s: float = 10.0) -> None:
+        """Start scraping and wait for the first scrape: the baseline, taken before any load.
+
+        Called during readiness, so the child's start-up (an interpreter, httpx, the parsers:
+        about 0.3 s of CPU) does not land on the first requests.
+        """
         if not self.targets or self.proc is not None:
             return
         import json
@@ -100,15 +108,22 @@ class TelemetryScraper:
             stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
         )
+        deadline = time.monotonic() + first_scrape_timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.out.exists() and self.out.stat().st_size > 0:
+                return
+            time.sleep(0.05)
+        log.warning("llmload: no telemetry scraped within %g s of start", first_scrape_timeout_s)
 
     def stop(self) -> None:
+        """SIGTERM: the child takes one last scrape (the counters after the load), then exits."""
         if self.proc is None:
             return
         import subprocess
 
         self.proc.terminate()
         try:
-            self.proc.wait(5)
+            self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
