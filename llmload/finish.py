@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,17 @@ def read_telemetry(path: Path) -> list[dict[str, Any]]:
 
 
 def finalize(
-    conductor: Any, *, allow_worker_loss: bool, write_reports: bool = True
+    conductor: Any,
+    *,
+    allow_worker_loss: bool,
+    write_reports: bool = True,
+    publish: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
 ) -> tuple[dict[str, Any], int]:
+    """Judge the run and write summary.json (and the reports).
+
+    ``publish`` gets the summary before it is written (the InfluxDB sink writes its final figures,
+    then closes) and returns what summary.json records of it under ``run.influx``.
+    """
     c = conductor
     sc = c.sc
     agg = c.agg
@@ -99,7 +109,7 @@ def finalize(
         "lost_workers": c.lost_workers,
         "stop_reason": c.stop_reason,
         "results_dir": str(c.results.dir),
-        "influx": c.influx_stats if getattr(c, "influx_stats", None) else None,
+        "influx": None,
         "steps": c.level_meta,
     }
     summary = build_summary(
@@ -118,6 +128,8 @@ def finalize(
         extra_run=extra,
         telemetry=read_telemetry(c.results.dir / "telemetry.jsonl"),
     )
+    if publish is not None:
+        summary["run"]["influx"] = publish(summary)
     c.results.summary(summary)
     c.results.flush()
     if write_reports:

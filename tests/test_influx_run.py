@@ -67,6 +67,16 @@ def test_v1_run_stores_one_point_per_request(tmp_path: Path, workers: int) -> No
         summary = json.loads((out / "summary.json").read_text())
         stats = summary["run"]["influx"]
         assert stats["spooled"] == 0 and stats["written"] > 0
+        # One figure everywhere: InfluxDB's llm_summary holds summary.json's throughput and TTFT.
+        rows = influx.query(
+            "SELECT last(output_tok_s) AS tok, last(ttft_p99_ms) AS ttft FROM llm_summary GROUP BY target",
+            db="llmload",
+        )
+        stored = {row["target"]: row for row in rows}
+        for t in ("fast-a", "fast-b"):
+            block = summary["targets"][t]
+            assert stored[t]["tok"] == pytest.approx(block["throughput"]["output_tok_s"], abs=1e-6)
+            assert stored[t]["ttft"] == pytest.approx(block["latency_ms"]["ttft"]["p99"], abs=1e-6)
 
 
 @pytest.mark.timeout(200)

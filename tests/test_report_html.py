@@ -47,7 +47,9 @@ def expected_traces() -> dict[str, int]:
         "in-flight": n,
         "sweep": 2 * n,  # TTFT p99 and ITL p99 panels
         "kv-cache": n,
+        "running": n,
         "gpu-memory": sum(t.gpus for t in TARGETS),
+        "gpu-power": sum(t.gpus for t in TARGETS),
         "client": 2,  # loop lag and CPU
     }
 

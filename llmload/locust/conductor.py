@@ -57,7 +57,6 @@ class Conductor:
         self.cpu_samples: list[float] = []
         self.sinks: list[Any] = []  # objects with interval(row) / event(kind, text)
         self.scraper: Any = None  # TelemetryScraper (engine /metrics, DCGM text -> telemetry.jsonl)
-        self.influx_stats: dict[str, Any] | None = None
         self.run_id = ""
         self.scenario_sent_to: list[str] = []
         self._last_tick: tuple[int, float, list[Any] | None] | None = None

@@ -23,7 +23,14 @@ from locust.runners import MasterRunner, WorkerRunner
 from llmload.finish import EXIT_INPUT, finalize
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
-from llmload.locust.telemetry_hook import SinkAdapter, TelemetryScraper, close_sink, make_sink, target_tags
+from llmload.locust.telemetry_hook import (
+    SinkAdapter,
+    TelemetryScraper,
+    close_sink,
+    make_sink,
+    target_tags,
+    write_summary_points,
+)
 from llmload.locust.users import make_user_class
 from llmload.scenario import validate_data
 from llmload.sinks.terminal import render_table
@@ -299,12 +306,20 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         c.ended_at = time.time()
         c.pull()
         c.event("stop", "run finished")
-        c.influx_stats = close_sink(STATE.sink)
+        sink = STATE.sink
+
+        def publish(summary: dict[str, Any]) -> dict[str, Any] | None:
+            if sink is None:
+                return None
+            write_summary_points(sink, summary, target_tags(c.sc))  # the same figures as summary.json
+            return close_sink(sink)
+
         opts = environment.parsed_options
         summary, code = finalize(
             c,
             allow_worker_loss=STATE.allow_worker_loss,
             write_reports=not getattr(opts, "llm_no_reports", False),
+            publish=publish,
         )
         STATE.summary, STATE.exit_code = summary, code
         c.results.close()

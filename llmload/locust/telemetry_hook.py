@@ -56,6 +56,38 @@ def make_sink(sc: Any, run_id: str, spool_dir: Path, worker: str, collector: Any
     return sink
 
 
+SUMMARY_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("output_tok_s", ("throughput", "output_tok_s")),
+    ("req_s", ("throughput", "req_s")),
+    ("window_s", ("throughput", "window_s")),
+    ("requests_sent", ("requests", "sent")),
+    ("requests_ok", ("requests", "ok")),
+    ("requests_failed", ("requests", "failed")),
+    ("output_tokens", ("tokens", "output")),
+    ("ttft_p50_ms", ("latency_ms", "ttft", "p50")),
+    ("ttft_p99_ms", ("latency_ms", "ttft", "p99")),
+    ("itl_p50_ms", ("latency_ms", "itl", "p50")),
+    ("itl_p99_ms", ("latency_ms", "itl", "p99")),
+    ("tpot_p50_ms", ("latency_ms", "tpot", "p50")),
+    ("e2e_p99_ms", ("latency_ms", "e2e", "p99")),
+)
+
+
+def write_summary_points(sink: Any, summary: dict[str, Any], tags: dict[str, dict[str, str]]) -> None:
+    """One ``llm_summary`` point per target: summary.json's figures, so InfluxDB shows the same."""
+    run_id = str(summary.get("run", {}).get("run_id", ""))
+    for name, block in summary.get("targets", {}).items():
+        fields: dict[str, float] = {}
+        for field, path in SUMMARY_FIELDS:
+            v: Any = block
+            for k in path:
+                v = v.get(k) if isinstance(v, dict) else None
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                fields[field] = float(v)  # floats always: mixing int and float is a type conflict
+        if fields:
+            sink.point("llm_summary", {**tags.get(name, {"target": name}), "run_id": run_id}, fields)
+
+
 def close_sink(sink: Any, timeout_s: float = 15.0) -> dict[str, Any] | None:
     if sink is None:
         return None

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from llmload.report.engine import rate_series
 from llmload.report.results import RunData
 from llmload.report.stats import ecdf, histogram_cdf
 
@@ -161,16 +162,24 @@ def sweep(run: RunData) -> Chart | None:
     )
 
 
-def telemetry(run: RunData, metric: str, title: str, y: str, key: str, scale: float = 1.0) -> Chart | None:
+def telemetry(
+    run: RunData, metric: str, title: str, y: str, key: str, scale: float = 1.0, rate: bool = False
+) -> Chart | None:
+    """One engine or GPU series per target (and GPU) over time; ``rate``: a counter as per-second."""
     if not run.telemetry:
         return None
     col = colours(run)
     t0 = _t0(run)
-    series: dict[tuple[str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    raw: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for s in run.telemetry:
         if s.get("metric") != metric or s.get("value") is None or s.get("target") not in run.targets:
             continue
-        series[(s["target"], str(s.get("gpu", "")))][float(s["t"]) - t0].append(float(s["value"]) * scale)
+        raw[(s["target"], str(s.get("gpu", "")))].append((float(s["t"]), float(s["value"])))
+    series: dict[tuple[str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for k, pts in raw.items():
+        pts.sort()
+        for t, v in rate_series(pts) if rate else pts:
+            series[k][t - t0].append(v * scale)
     fig = go.Figure()
     for (target, gpu), pts in sorted(series.items()):
         xs = sorted(pts)
@@ -186,6 +195,18 @@ def telemetry(run: RunData, metric: str, title: str, y: str, key: str, scale: fl
         )
     if not fig.data:
         return None
+    if metric == "generation_tokens_total":  # the client's streamed rate beside the server's own
+        for target, pts in _client_rate(run, t0).items():
+            xs = sorted(pts)
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[pts[x] for x in xs],
+                    mode="lines",
+                    name=f"{target} (llmload)",
+                    line={"color": col[target], "dash": "dash"},
+                )
+            )
     _layout(fig, title, "time since measurement start (s)", y)
     fig.update_yaxes(rangemode="tozero")
     if metric == "memory_used_bytes":  # flat under vLLM/Aphrodite: show it against the card's size
@@ -193,6 +214,14 @@ def telemetry(run: RunData, metric: str, title: str, y: str, key: str, scale: fl
         if totals:
             fig.update_yaxes(range=[0, max(totals) * 1.05])
     return Chart(key, title, fig)
+
+
+def _client_rate(run: RunData, t0: float) -> dict[str, dict[float, float]]:
+    out: dict[str, dict[float, float]] = defaultdict(dict)
+    for x in run.timeseries:
+        if "t" in x and x.get("target") in run.targets and x.get("output_tok_s") is not None:
+            out[x["target"]][float(x["t"]) - t0] = float(x["output_tok_s"])
+    return out
 
 
 def client_health(run: RunData) -> Chart | None:
@@ -242,8 +271,25 @@ def all_charts(run: RunData) -> dict[str, list[Chart]]:
         ],
         "Sweep": [sweep(run)],
         "Engine and GPU telemetry": [
+            telemetry(
+                run,
+                "generation_tokens_total",
+                "Generated tokens/s: the server's counter (solid), llmload's streams (dashed)",
+                "tok/s",
+                "server-tok-s",
+                rate=True,
+            ),
+            telemetry(run, "requests_running", "Requests running (engine)", "requests", "running"),
+            telemetry(run, "requests_waiting", "Requests waiting (engine)", "requests", "waiting"),
             telemetry(run, "kv_cache_usage_ratio", "KV-cache usage", "fraction of KV cache", "kv-cache"),
+            telemetry(run, "preemptions_total", "Preemptions/s", "preemptions/s", "preemptions", rate=True),
+            telemetry(run, "prefix_cache_hit_ratio", "Prefix-cache hit ratio", "hits/queries", "prefix-hits"),
+            telemetry(
+                run, "prompt_tokens_total", "Prompt tokens/s (server)", "tok/s", "prompt-tok-s", rate=True
+            ),
+            telemetry(run, "gpu_util_ratio", "GPU utilisation", "fraction", "gpu-util"),
             telemetry(run, "memory_used_bytes", "GPU memory used", "GiB", "gpu-memory", scale=1 / 2**30),
+            telemetry(run, "power_watts", "GPU power", "W", "gpu-power"),
         ],
         "Client health": [client_health(run)],
     }

@@ -263,12 +263,16 @@ def _tokens_e2e(r: dict[str, Any]) -> tuple[float, float] | None:
     return None if e2e is None else (float(r.get("output_tokens") or 0), float(e2e) / 1000.0)
 
 
-def _throughput_stat(pairs: np.ndarray, window_s: float | None) -> Stat | None:
-    """sum(tokens)/window written as concurrency x sum(tokens)/sum(e2e); concurrency held fixed."""
-    if not window_s or len(pairs) == 0 or pairs[:, 1].sum() <= 0:
+def _throughput_stat(pairs: np.ndarray, reported: float | None) -> Stat | None:
+    """The run's own output tok/s (summary.json), resampled as reported x ratio(resample) / ratio(all).
+
+    ratio = sum(tokens) / sum(e2e) over the requests; the point estimate on the whole sample is
+    exactly the figure the run reported (llmload/throughput.py), so compare, the report and the
+    terminal show one number, and the interval comes from how the per-request ratio varies.
+    """
+    if not reported or len(pairs) == 0 or pairs[:, 0].sum() <= 0 or pairs[:, 1].sum() <= 0:
         return None
-    concurrency = pairs[:, 1].sum() / window_s
-    return ratio_stat(concurrency)
+    return ratio_stat(reported / (pairs[:, 0].sum() / pairs[:, 1].sum()))
 
 
 def _compare_pair(
@@ -286,8 +290,8 @@ def _compare_pair(
     all_b = rb.target_requests(bt, ok_only=False)
     all_c = rc.target_requests(ct, ok_only=False)
     pair = _align(_by_index(all_b, _tokens_e2e), _by_index(all_c, _tokens_e2e))
-    sb = _throughput_stat(pair.base.reshape(-1, 2), rb.window_s(bt))
-    sc = _throughput_stat(pair.cand.reshape(-1, 2), rc.window_s(ct))
+    sb = _throughput_stat(pair.base.reshape(-1, 2), rb.output_tok_s(bt))
+    sc = _throughput_stat(pair.cand.reshape(-1, 2), rc.output_tok_s(ct))
     if sb is None or sc is None:
         pair = _Pair(np.empty((0, 2)), np.empty((0, 2)), False)
         sb = sc = ratio_stat(0.0)

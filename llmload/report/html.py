@@ -13,6 +13,13 @@ from plotly.offline import get_plotlyjs
 
 from llmload import __version__
 from llmload.report.charts import Chart, all_charts
+from llmload.report.engine import (
+    AGREEMENT_HEADERS,
+    ENGINE_HEADERS,
+    agreement_note,
+    agreement_rows,
+    engine_summaries,
+)
 from llmload.report.model import SUMMARY_COLUMNS, Report, build_report
 from llmload.report.slo import fmt
 
@@ -144,6 +151,21 @@ def _slo(rep: Report) -> str:
     return "".join(out)
 
 
+def _engines(rep: Report) -> str:
+    """The engines' own view: agreement with their counters, and what their telemetry says."""
+    out = []
+    rows = agreement_rows(rep.run)
+    if rows:
+        out.append('<h2 id="agreement">Agreement with the server\'s counters</h2>')
+        out.append(_table(AGREEMENT_HEADERS, [[_e(c) for c in r] for r in rows], (1, 5)))
+        out.append(f'<p class="note">{_e(agreement_note())}</p>')
+    summaries = engine_summaries(rep.run)
+    if summaries:
+        out.append('<h2 id="engines">Engine summary</h2>')
+        out.append(_table(ENGINE_HEADERS, [[_e(c) for c in s.cells()] for s in summaries]))
+    return "".join(out)
+
+
 def _efficiency(rep: Report) -> str:
     rows = []
     for e in rep.efficiency:
@@ -225,7 +247,7 @@ def _chart(c: Chart) -> str:
 
 def render_html(rep: Report) -> str:
     sections = all_charts(rep.run)
-    body = [_header(rep), _summary(rep), _slo(rep)]
+    body = [_header(rep), _summary(rep), _slo(rep), _engines(rep)]
     for name, charts in sections.items():
         if name == "Client health":
             continue

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmload.report.engine import (
+    AGREEMENT_HEADERS,
+    ENGINE_HEADERS,
+    agreement_note,
+    agreement_rows,
+    engine_summaries,
+)
 from llmload.report.model import SUMMARY_COLUMNS, Report, build_report
 from llmload.report.slo import fmt
 
@@ -42,6 +49,15 @@ def render_markdown_report(rep: Report) -> str:
     lines += ["", "### Summary", ""]
     rows = [[r[k] for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
     lines += _table([h for _, h in SUMMARY_COLUMNS], rows)
+    agreement = agreement_rows(rep.run)
+    if agreement:
+        lines += ["", "### Agreement with the server's counters", ""]
+        lines += _table(AGREEMENT_HEADERS, agreement)
+        lines += ["", agreement_note()]
+    engines = engine_summaries(rep.run)
+    if engines:
+        lines += ["", "### Engine summary", ""]
+        lines += _table(ENGINE_HEADERS, [s.cells() for s in engines])
     lines += ["", "### SLOs", ""]
     if rep.slo is None:
         lines.append("No SLOs set.")

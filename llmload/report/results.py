@@ -74,6 +74,11 @@ class RunData:
             and (not window or self.in_window(r))
         ]
 
+    def output_tok_s(self, target: str) -> float | None:
+        """The run's own throughput figure (llmload/throughput.py), as summary.json holds it."""
+        tp = (self.targets.get(target) or {}).get("throughput") or {}
+        return _num(tp.get("output_tok_s"))
+
     def window_s(self, target: str) -> float | None:
         tp = (self.targets.get(target) or {}).get("throughput") or {}
         w = _num(tp.get("window_s"))

@@ -173,7 +173,9 @@ class SimServer:
                 )
 
     def _emit(self, res: StepResult) -> None:
-        t = res.end
+        # The histograms take the wall time of the emission, not the model's step end: a real
+        # engine's metrics are wall-clock too, so under host lag both sides see the same delay.
+        t = max(res.end, asyncio.get_running_loop().time())
         m, h = self.metrics, self.health
         gaps: dict[float, int] = {}  # ITL observations grouped: in a decode batch they are all equal
         for e in res.emissions:

@@ -1,0 +1,180 @@
+"""llmload against a real vLLM server (the CPU build, a tiny random-weight Llama made locally).
+
+Every figure is checked against the server's own Prometheus counters, read by this test itself
+before and after each run (independently of llmload's scraper): requests, prompt and output
+tokens exactly, TTFT and E2E means within the documented margin, output tok/s within 3 % of the
+server's generation-token delta over llmload's window. At concurrency 1, 4 and 8, chat and
+completions, with and without ignore_eos. Random weights emit arbitrary bytes, so many tokens
+decode to "" and still arrive as chunks: the token counts prove they are counted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.engines import EngineServer, start_vllm, tiny_model
+
+ROOT = Path(__file__).resolve().parent.parent
+MEAN_MARGIN_PCT, MEAN_MARGIN_MS, RATE_MARGIN_PCT = 5.0, 2.0, 3.0
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    model = tiny_model(tmp_path_factory.mktemp("model"))
+    with start_vllm(model) as server:
+        yield server, model
+
+
+def counters(server: EngineServer) -> dict[str, float]:
+    """The server's counters and histogram sums, summed over label sets (vllm: names)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+    want = {
+        "vllm:request_success_total",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_sum",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:e2e_request_latency_seconds_sum",
+        "vllm:e2e_request_latency_seconds_count",
+    }
+    out = dict.fromkeys(want, 0.0)
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name in want:
+                out[s.name] += s.value
+    return out
+
+
+def run(tmp: Path, server: EngineServer, *, api: str, users: int, ignore_eos: bool, extra: str = "") -> Path:
+    scn = tmp / "s.yaml"
+    scn.write_text(
+        f"name: vllm-{api}-c{users}\n"
+        "targets:\n"
+        f"  - {{name: vllm, kind: vllm, base_url: '{server.base_url}', model: {server.model}, api: {api}"
+        f"{extra}}}\n"
+        "workload:\n"
+        f"  seed: {users * 7 + (1 if ignore_eos else 0)}\n"
+        "  input_tokens: {dist: uniform, min: 16, max: 48}\n"
+        "  output_tokens: {dist: uniform, min: 8, max: 40}\n"
+        f"  ignore_eos: {str(ignore_eos).lower()}\n"
+        f"load: {{users: {users}, max_requests: {max(8, 3 * users)}, stop_grace: 60s}}\n"
+        "client: {report_interval: 0.5s, loop_lag_threshold_ms: 1000}\n"
+    )
+    out = tmp / "results"
+    r = subprocess.run(
+        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--llm-quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out
+
+
+def lines(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines() if x.strip()]
+
+
+def near(client: float, server: float, pct: float, ms: float = 0.0) -> bool:
+    return abs(client - server) <= max(ms, abs(server) * pct / 100.0)
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+@pytest.mark.parametrize("users", [1, 4, 8])
+@pytest.mark.parametrize("ignore_eos", [True, False])
+def test_every_figure_agrees_with_the_server(
+    vllm: Any, tmp_path: Path, api: str, users: int, ignore_eos: bool
+) -> None:
+    server, _ = vllm
+    before = counters(server)
+    out = run(tmp_path, server, api=api, users=users, ignore_eos=ignore_eos)
+    after = counters(server)
+    d = {k: after[k] - before[k] for k in before}
+    recs = lines(out)
+    summary = json.loads((out / "summary.json").read_text())
+    block = summary["targets"]["vllm"]
+    assert recs and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs if r["status"] != "ok"]
+    assert len(recs) == d["vllm:request_success_total"] == block["requests"]["sent"]
+    assert sum(r["prompt_tokens"] for r in recs) == d["vllm:prompt_tokens_total"]
+    assert sum(r["output_tokens"] for r in recs) == d["vllm:generation_tokens_total"]
+    assert all(r["output_tokens_source"] == "usage" for r in recs)
+    if ignore_eos:
+        assert all(r["finish_reason"] == "length" for r in recs)
+    ttft_server = (
+        d["vllm:time_to_first_token_seconds_sum"] / d["vllm:time_to_first_token_seconds_count"] * 1e3
+    )
+    e2e_server = d["vllm:e2e_request_latency_seconds_sum"] / d["vllm:e2e_request_latency_seconds_count"] * 1e3
+    ttft = block["latency_ms"]["ttft"]["mean"]
+    e2e = block["latency_ms"]["e2e"]["mean"]
+    assert near(ttft, ttft_server, MEAN_MARGIN_PCT, MEAN_MARGIN_MS), (ttft, ttft_server)
+    assert near(e2e, e2e_server, MEAN_MARGIN_PCT, MEAN_MARGIN_MS), (e2e, e2e_server)
+    tp = block["throughput"]
+    server_rate = d["vllm:generation_tokens_total"] / tp["window_s"]
+    assert near(tp["output_tok_s"], server_rate, RATE_MARGIN_PCT), (tp, server_rate)
+    # llmload's own reading of the server (the report's agreement section) says the same.
+    rows = {r["figure"]: r for r in block["server_agreement"]["rows"]}
+    assert rows["requests"]["server"] == d["vllm:request_success_total"]
+    assert rows["output tokens"]["server"] == d["vllm:generation_tokens_total"]
+    assert rows["output tok/s"]["verdict"] == "agrees", rows["output tok/s"]
+    assert "Agreement with the server's counters" in (out / "report.md").read_text()
+
+
+def test_token_chunks_without_usage_count_every_token(vllm: Any, tmp_path: Path) -> None:
+    """Usage off: output tokens come from token-bearing chunks, text or not, and still match."""
+    server, _ = vllm
+    before = counters(server)
+    out = run(
+        tmp_path,
+        server,
+        api="chat",
+        users=4,
+        ignore_eos=True,
+        extra=", extra_body: {stream_options: {include_usage: false}}",
+    )
+    d = counters(server)["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
+    recs = lines(out)
+    assert all(r["status"] == "ok" and r["output_tokens_source"] == "chunks" for r in recs)
+    assert sum(r["output_tokens"] for r in recs) == d
+    assert sum(r["chunks"] for r in recs) == d
+
+
+def test_prompts_sized_by_the_tokenizer(vllm: Any, tmp_path: Path) -> None:
+    """input_tokens: 24 with the model's tokenizer sends exactly 24 prompt tokens (completions)."""
+    server, model = vllm
+    scn = tmp_path / "s.yaml"
+    scn.write_text(
+        "targets:\n"
+        f"  - {{name: c, kind: vllm, base_url: '{server.base_url}', model: {server.model}, api: completions}}\n"
+        f"  - {{name: chat, kind: vllm, base_url: '{server.base_url}', model: {server.model}, api: chat}}\n"
+        f"workload: {{input_tokens: 24, output_tokens: 4, tokenizer: '{model / 'tokenizer.json'}'}}\n"
+        "load: {users: 2, max_requests: 6}\n"
+    )
+    out = tmp_path / "r"
+    r = subprocess.run(
+        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--llm-quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    recs = lines(out)
+    completions = [x for x in recs if x["target"] == "c"]
+    assert completions and all(x["prompt_tokens_client"] == 24 for x in recs)
+    special = completions[0]["prompt_tokens"] - 24  # a BOS token, if the tokenizer adds one
+    assert special in (0, 1) and all(x["prompt_tokens"] == 24 + special for x in completions)
+    summary = json.loads((out / "summary.json").read_text())
+    chat = summary["targets"]["chat"]["tokens"]
+    assert chat["prompt"] > chat["prompt_client"], "the chat template adds tokens the server counts"
