@@ -280,7 +280,8 @@ class Conductor:
             self._interval_greenlet.kill(block=True, timeout=2)
             self._interval_greenlet = None
             # The requests that ended since the last tick: timeseries.jsonl adds up to requests.jsonl.
-            self.interval(self._proc.cpu_percent(None), progress=False)
+            # (No CPU reading: over a fraction of a second, psutil's percentage is noise.)
+            self.interval(None, progress=False)
         if self.scraper is not None:
             self.scraper.stop()
 
@@ -293,15 +294,18 @@ class Conductor:
             except Exception as e:  # noqa: BLE001 - live output must not end the run
                 log.exception("llmload: interval failed: %s", e)
 
-    def interval(self, cpu: float, *, progress: bool = True) -> None:
+    def interval(self, cpu: float | None, *, progress: bool = True) -> None:
         now = time.time()
         self.pull()
         span = max(1e-6, now - self._last_interval)
         self._last_interval = now
         iv, lag, streamed = self.agg.take_interval()
-        worker_cpu = self.agg.worker_cpu() if self.distributed else [cpu]
-        cpu_now = max(worker_cpu) if worker_cpu else cpu
-        self.cpu_samples.append(cpu_now)
+        worker_cpu = self.agg.worker_cpu() if self.distributed else ([] if cpu is None else [cpu])
+        if cpu is None:  # the last, partial interval: repeat the previous reading, do not judge it
+            cpu_now = self.cpu_samples[-1] if self.cpu_samples else 0.0
+        else:
+            cpu_now = max(worker_cpu) if worker_cpu else cpu
+            self.cpu_samples.append(cpu_now)
         lag_p99 = lag.percentiles_ms([99.0])["p99"]
         prog: dict[str, dict[str, Any]] = {}
         for t in self.run.targets:
