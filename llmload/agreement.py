@@ -7,9 +7,10 @@ run (the server must serve nothing else meanwhile). Each row compares one figure
 - requests: requests llmload sent, against the server's finished-request counter;
 - prompt / output tokens: the sums of usage over every request, against the token counters;
 - TTFT / E2E mean: llmload's means over successful requests, against the server's histogram
-  sum/count. The client's figures include the HTTP round trip and the server's own queueing
-  before its clock starts, so they sit a few milliseconds above: they agree within 5 % or 2 ms,
-  whichever is larger;
+  sum/count. vLLM starts its clock (``arrival_time``) after its front-end has parsed the HTTP
+  request, rendered the chat template and tokenized the prompt, so the client's figures sit a
+  constant few milliseconds above the server's (+2.4 ms at concurrency 1 on the tiny CPU test
+  model, the same offset in TTFT and E2E): they agree within 5 % or 5 ms, whichever is larger;
 - output tok/s: llmload's throughput against the server's generation-token delta over the same
   wall window. When every token the run streamed fell inside the window (no warm-up, a
   request-bound plan), that is the whole-run delta over the window; otherwise the delta between
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 MEAN_TOLERANCE_PCT = 5.0
-MEAN_TOLERANCE_MS = 2.0
+MEAN_TOLERANCE_MS = 5.0
 RATE_TOLERANCE_PCT = 3.0
 
 

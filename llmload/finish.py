@@ -105,7 +105,12 @@ def finalize(
         )
     if c.stop_reason and c.stop_reason != "plan complete":
         reasons.append(f"stopped early: {c.stop_reason}")
+    telemetry = read_telemetry(c.results.dir / "telemetry.jsonl")
     extra = {
+        "telemetry": {
+            "scrape_interval_s": sc.client.scrape_interval,
+            "scrapes": len({r.get("t") for r in telemetry}),  # the baseline and the final one included
+        },
         "lost_workers": c.lost_workers,
         "stop_reason": c.stop_reason,
         "results_dir": str(c.results.dir),
@@ -126,7 +131,7 @@ def finalize(
         reasons=reasons,
         client=health,
         extra_run=extra,
-        telemetry=read_telemetry(c.results.dir / "telemetry.jsonl"),
+        telemetry=telemetry,
     )
     if publish is not None:
         summary["run"]["influx"] = publish(summary)

@@ -64,6 +64,8 @@ class SimSpec(Strict):
     seed: int | None = Field(None, description="simulator seed (default: the workload seed)")
 
 
+MIN_SCRAPE_INTERVAL_S = 1.0  # a vLLM CPU front-end stalled its streams 10-230 ms per scrape here
+
 # Where each engine kind serves its Prometheus text (engines.md); kind openai has none.
 METRICS_PATHS = {
     "vllm": "/metrics",
@@ -161,10 +163,22 @@ class Client(Strict):
     read_timeout: Duration = 120.0
     request_timeout: Duration = 600.0
     report_interval: Duration = 2.0
+    scrape_interval: Duration = Field(
+        5.0,
+        description="seconds between scrapes of each target's /metrics (at least 1 s): every scrape "
+        "costs the server's front-end time, which lands on the streams it is serving",
+    )
     loop_lag_threshold_ms: float = Field(
         25.0, gt=0, description="loop-lag p99 above this marks the run unreliable"
     )
     cpu_threshold_percent: float = Field(90.0, gt=0, le=100)
+
+    @field_validator("scrape_interval")
+    @classmethod
+    def _scrape(cls, v: float) -> float:
+        if v < MIN_SCRAPE_INTERVAL_S:
+            raise ValueError(f"must be at least {MIN_SCRAPE_INTERVAL_S:g} s")
+        return v
 
 
 class Load(Strict):

@@ -14,8 +14,6 @@ from typing import Any
 
 log = logging.getLogger("llmload")
 
-MIN_SCRAPE_INTERVAL_S = 0.5  # a /metrics page costs the engine a few ms to render: at most 2 a second
-
 
 def target_tags(sc: Any) -> dict[str, dict[str, str]]:
     out = {}
@@ -117,7 +115,7 @@ class TelemetryScraper:
             if t.metrics_url or t.gpu_metrics_url
         ]
         self.out = results.dir / "telemetry.jsonl"
-        self.interval = max(MIN_SCRAPE_INTERVAL_S, sc.client.report_interval)
+        self.interval = sc.client.scrape_interval
         self.proc: Any = None
 
     def start(self, first_scrape_timeout_s: float = 10.0) -> None:
