@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["bench_stream.py", "bench_sim.py", "bench_influx.py", "bench_distributed.py", "bench_report.py"]
+BENCHES = [
+    "bench_stream.py",
+    "bench_sim.py",
+    "bench_influx.py",
+    "bench_distributed.py",
+    "bench_report.py",
+    "bench_engine_vllm.py",
+]
 
 
 def main() -> int:
