@@ -206,3 +206,32 @@ def test_prompts_sized_by_the_tokenizer(vllm: Any, tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     chat = summary["targets"]["chat"]["tokens"]
     assert chat["prompt"] > chat["prompt_client"], "the chat template adds tokens the server counts"
+
+
+def test_the_documented_command_runs_against_the_server(vllm: Any, tmp_path: Path) -> None:
+    """docs/engines.md's `llmload run` line, as written, with the test server's address."""
+    server, _ = vllm
+    doc = (ROOT / "docs" / "engines.md").read_text()
+    (line,) = [ln for ln in doc.splitlines() if ln.startswith("llmload run ")]
+    args = line.split()[2:]
+    args = [a.replace("http://127.0.0.1:8000", server.base_url) for a in args]
+    out = tmp_path / "r"
+    r = subprocess.run(
+        [sys.executable, "-m", "llmload", "run", *args, "--results", str(out), "--llm-quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    # Exit 3 only when this busy 2-core host made the client itself unreliable (the run says so).
+    assert r.returncode == 0 or (r.returncode == 3 and summary["run"]["client"]["unreliable"]), r.stderr[
+        -2000:
+    ]
+    block = summary["targets"]["vllm"]
+    assert block["model"] == server.model, "the model came from /v1/models"
+    assert block["requests"]["ok"] == 40
+    rows = {x["figure"]: x for x in block["server_agreement"]["rows"]}
+    for figure in ("requests", "prompt tokens", "output tokens"):
+        assert rows[figure]["verdict"] == "agrees", rows[figure]
+    assert "Engine summary" in (out / "report.md").read_text()
