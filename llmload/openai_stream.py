@@ -128,6 +128,7 @@ class StreamState:
     text_chunks: int = 0
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
+    empty_chunks: int = 0  # token-bearing chunks whose text was empty
     last_chunk_empty_finish: bool = False  # the last token chunk had no text and a finish_reason
     texts: list[str] | None = None  # generated text, kept only when a tokenizer counts the output
     _prev_completion: int = 0
@@ -228,6 +229,8 @@ class StreamState:
             self.per_chunk_usage = False
         self.last_text_t = t
         text = _choice_text(choice)
+        if not text:
+            self.empty_chunks += 1  # a token whose text is "" (part of a UTF-8 character, or a special)
         self.last_chunk_empty_finish = bool(fr) and not text
         if self.texts is not None and text:
             self.texts.append(text)
@@ -249,6 +252,7 @@ class StreamState:
             # A closing chunk with no text and a finish_reason (OpenAI style), and usage says it
             # carried no token: it is not a token, and its gap is not an inter-token latency.
             self.text_chunks -= 1
+            self.empty_chunks -= 1
             if self.gaps:
                 self.gaps.pop()
             else:
@@ -260,6 +264,7 @@ class StreamState:
         if self.per_chunk_usage and len(self.gap_tokens) == len(self.gaps):
             rec.itl_tokens = self.gap_tokens
         rec.chunks = self.text_chunks
+        rec.empty_chunks = self.empty_chunks
         rec.finish_reason = self.finish_reason
         rec.prompt_tokens = self.prompt_tokens
         if self.completion_tokens is not None:

