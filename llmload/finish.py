@@ -2,13 +2,15 @@
 
 Exit codes: 0 done (SLOs met), 1 an SLO was missed, 2 bad input or target not
 ready, 3 run invalid (client overloaded, no request succeeded, or a worker lost
-without --allow-worker-loss).
+without --allow-worker-loss), 130 / 143 interrupted by SIGINT / SIGTERM (128 + the
+signal's number, as a shell reports it; the results are complete up to the stop).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +22,12 @@ from llmload.summary import build_summary
 log = logging.getLogger("llmload")
 
 EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_INVALID = 0, 1, 2, 3
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
+
+
+def exit_code_for_signal(name: str) -> int:
+    """130 for SIGINT, 143 for SIGTERM: 128 + the signal's number."""
+    return 128 + int(signal.Signals[name])
 
 
 def client_health(sc: Any, lag: Histogram, cpu_samples: list[float]) -> dict[str, Any]:
@@ -99,11 +107,14 @@ def finalize(
             code = EXIT_INVALID
     aborted = sum(st.by_class.get("aborted", 0) for st in window.values())
     if aborted:
+        why = c.cut_why or f"the test stopped ({sc.load.stop_grace:g} s stop_grace)"
         reasons.append(
-            f"{aborted} in-flight stream(s) were cut when stop_grace ({sc.load.stop_grace:g} s) ran out "
-            "(status aborted, partial figures kept in requests.jsonl)"
+            f"{aborted} in-flight stream(s) were cut: {why} (status aborted, partial figures kept in requests.jsonl)"
         )
-    if c.stop_reason and c.stop_reason != "plan complete":
+    if c.interrupted:
+        reasons.append(f"interrupted by {c.interrupted}: load stopped before the plan's end")
+        status, code = "interrupted", exit_code_for_signal(c.interrupted)
+    elif c.stop_reason and c.stop_reason != "plan complete":
         reasons.append(f"stopped early: {c.stop_reason}")
     telemetry = read_telemetry(c.results.dir / "telemetry.jsonl")
     extra = {
@@ -137,20 +148,49 @@ def finalize(
         summary["run"]["influx"] = publish(summary)
     c.results.summary(summary)
     c.results.flush()
+    missed: list[str] = []
     if write_reports:
-        code = _reports(c, summary, code)
+        missed = _reports(c)
+        if code == EXIT_OK and missed:  # an interrupted or invalid run keeps its own code
+            code = EXIT_SLO
+    summary["run"]["verdict"] = verdict(summary["run"], missed, code)
+    summary["run"]["exit_code"] = code
+    c.results.summary(summary)  # the reports read the figures above; the verdict comes from them
     return summary, code
 
 
-def _reports(c: Any, summary: dict[str, Any], code: int) -> int:
+def verdict(run: dict[str, Any], missed: list[str], code: int) -> str:
+    """One line that says how the run ended, as the exit code says it (the terminal's last line)."""
+    reasons = run.get("reasons") or []
+    if run["status"] == "interrupted":
+        return f"interrupted by {run['stop_reason']} (exit {code}): figures cover the run up to the stop"
+    if run["status"] == "invalid":
+        return f"invalid (exit {code}): {reasons[0] if reasons else 'no reason given'}"
+    head = "SLO missed" if missed else run["status"]
+    if run["status"] == "degraded":
+        head = "degraded" + (", SLO missed" if missed else "")
+        head += f": {len(run.get('lost_workers') or [])} worker(s) lost"
+    line = f"{head} (exit {code})"
+    return line + (": " + "; ".join(missed) if missed else "")
+
+
+def _reports(c: Any) -> list[str]:
+    """Write the reports; the SLOs missed, as ``ttft_p99_ms 2,310 > 2,000 ms (vllm-awq)``."""
     from llmload.report import write_all  # the report layer (HTML, Markdown, JUnit, SLOs); loads plotly
+    from llmload.report.slo import fmt
 
     try:
         outcome = write_all(c.results.dir)
     except Exception as e:  # noqa: BLE001 - a report failure must not lose the results
         log.error("llmload: writing the reports failed: %s", e)
         print(f"llmload: writing the reports failed: {e}", file=sys.stderr)
-        return code
-    if code == EXIT_OK and outcome.slo_passed is False:
-        return EXIT_SLO
-    return code
+        return []
+    missed = []
+    for r in outcome.failed:
+        unit = f" {r.unit}" if r.unit else ""
+        bad = ">" if r.comparator == "<=" else "<"
+        measured = (
+            "not measured" if r.measured is None else f"{fmt(r.measured)} {bad} {fmt(r.threshold)}{unit}"
+        )
+        missed.append(f"{r.slo} {measured} ({r.target})")
+    return missed

@@ -97,6 +97,7 @@ def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     preexec_fn=_die_with_parent,
+                    start_new_session=True,  # Ctrl-C / timeout(1) signal the group: llmload stops it
                 )
             deadline = time.monotonic() + timeout_s
             while not port_file.exists():

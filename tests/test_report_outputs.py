@@ -49,8 +49,8 @@ def test_junit_carries_the_missed_slos(missed_run: tuple[Path, float]) -> None:
     assert len(suites) == 1
     suite = suites[0]
     cases = suite.findall("testcase")
-    # run validity + per target (requests + 2 SLOs)
-    assert len(cases) == 1 + 2 * 3
+    # run validity + run completed + per target (requests + 2 SLOs)
+    assert len(cases) == 2 + 2 * 3
     assert suite.get("tests") == str(len(cases))
     failed = {(c.get("classname", "").rsplit(".", 1)[-1], c.get("name")): c.find("failure") for c in cases}
     failed = {k: f for k, f in failed.items() if f is not None}

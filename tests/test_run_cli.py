@@ -147,7 +147,7 @@ def test_streams_cut_at_the_end_of_the_grace_time_are_accounted_for(tmp_path: Pa
     assert summary["targets"]["slow"]["requests"]["by_class"]["aborted"] == 3
     assert summary["targets"]["slow"]["requests"]["sent"] == len(lines)
     assert r.returncode == 3  # nothing completed: the run is invalid, and says why
-    assert any("were cut when stop_grace" in x for x in summary["run"]["reasons"])
+    assert any("were cut: stop grace" in x for x in summary["run"]["reasons"])
 
 
 def _one_target(tmp_path: Path, target: str, extra: str = "") -> Path:

@@ -52,6 +52,9 @@ class Conductor:
         self.ended_at: float | None = None
         self.reasons: list[str] = []
         self.stop_reason: str | None = None
+        self.interrupted: str | None = None  # the signal that stopped the run (llmload/locust/signals.py)
+        self.finalized = False  # summary.json written: a run ends once
+        self.cut_why = ""  # why open streams were cut (stop_grace ran out, a second signal)
         self.lost_workers: list[dict[str, Any]] = []
         self.known_workers: dict[str, float] = {}
         self.cpu_samples: list[float] = []
@@ -76,7 +79,10 @@ class Conductor:
             self.send_scenario(self, self.env.runner)
         if self.state == "init":
             self.run_t0 = now
-            self.enter_step(0, now)
+            if self.interrupted is not None:  # a signal came before the first tick: send nothing
+                self.start_drain(f"{self.interrupted} received")
+            else:
+                self.enter_step(0, now)
         if self.state in ("running", "settle") and self.stop_reason is None:
             self.check_stop_conditions()
         if self.state == "running":
@@ -101,19 +107,9 @@ class Conductor:
         elif self.state == "settle" and now >= self.settle_until:
             self.enter_step(self.step_no + 1, now)
         if self.state == "draining":
-            if self.drained() or now > self.drain_deadline + 10:
-                self.state = "done"
+            self.drain_tick(now)
+            if self.state == "done":
                 return None
-            if now > self.drain_deadline and not self.aborted:
-                self.aborted = True
-                self.event(
-                    "warning",
-                    f"stop grace of {self.sc.load.stop_grace:g} s ran out: cutting in-flight streams",
-                )
-                if self.distributed:
-                    self.env.runner.send_message(MSG_ABORT, {})
-                else:
-                    gevent.spawn(self.run.abort_inflight)
             return (0, 50.0, None)
         if self.state == "running":
             tup = self.users_for(self.run.plan[self.step_no])
@@ -196,6 +192,51 @@ class Conductor:
             "stop",
             f"load stopped: {reason}; waiting up to {self.sc.load.stop_grace:g} s for in-flight streams",
         )
+
+    def drain_tick(self, now: float) -> None:
+        """While draining: done once every stream has ended; cut what is open when stop_grace runs out."""
+        if self.drained() or now > self.drain_deadline + 10:
+            self.state = "done"
+        elif now > self.drain_deadline and not self.aborted:
+            self.cut_inflight(
+                f"stop grace of {self.sc.load.stop_grace:g} s ran out: cutting in-flight streams"
+            )
+
+    def cut_inflight(self, why: str) -> None:
+        """End every open stream now; each is recorded as ``aborted`` with its partial figures."""
+        self.aborted = True
+        self.cut_why = why
+        self.event("warning", why)
+        if self.distributed:
+            self.env.runner.send_message(MSG_ABORT, {})
+        else:
+            gevent.spawn(self.run.abort_inflight)
+
+    def interrupt(self, signal_name: str) -> None:
+        """A signal: stop new requests and drain (the first time), cut open streams (the second)."""
+        now = time.time()
+        if self.state == "done":  # the run had ended; its results are being written as they are
+            return
+        if self.interrupted is None:
+            self.interrupted = signal_name
+            self.stop_reason = signal_name
+            self.event("interrupted", f"{signal_name} received", signal=signal_name)
+            if self.state in ("running", "settle"):
+                self.start_drain(f"{signal_name} received")
+            return
+        if self.state == "draining" and not self.aborted:
+            self.drain_deadline = min(self.drain_deadline, now)
+            self.cut_inflight(f"{signal_name} again: cutting in-flight streams now")
+
+    def finish_drain(self) -> None:
+        """Drain to the end here (the web UI quitting mid-run): the shape's ticks may have stopped."""
+        if self.state in ("running", "settle"):
+            self.start_drain(self.interrupted or "the process is quitting")
+        while self.state == "draining":
+            self.pull()
+            self.drain_tick(time.time())
+            if self.state == "draining":
+                gevent.sleep(0.2)
 
     def drained(self) -> bool:
         for t in self.run.targets:

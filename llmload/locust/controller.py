@@ -91,6 +91,7 @@ class LLMRun:
         self._step_counts = dict.fromkeys(self.targets, 0)
         self._drivers = Group()
         self._open_requests = Group()
+        self._streams: set[Any] = set()  # the greenlets with a stream open (closed and open loop)
         self._api_keys = {
             t.name: os.environ.get(t.api_key_env) if t.api_key_env else None for t in scenario.targets
         }
@@ -130,6 +131,9 @@ class LLMRun:
         self._drivers.kill(block=False)
 
     def abort_inflight(self) -> None:
+        """Cut every open stream now (each is recorded as ``aborted``) and stop open-loop arrivals."""
+        self._drivers.kill(block=False)
+        gevent.killall([g for g in self._streams if g is not gevent.getcurrent()], block=True, timeout=5)
         self._open_requests.kill(block=True, timeout=5)
 
     # --- closed loop --------------------------------------------------------
@@ -251,6 +255,8 @@ class LLMRun:
         self.collector.started(t)
         windows = self.collector.streamed
         tokens = windows.request(t)
+        me = gevent.getcurrent()
+        self._streams.add(me)
         try:
             stream_request(
                 transport,
@@ -264,6 +270,8 @@ class LLMRun:
             windows.done(tokens, rec)
             self._done(rec)
             raise
+        finally:
+            self._streams.discard(me)
         windows.done(tokens, rec)
         self._done(rec)
 

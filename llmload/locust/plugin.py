@@ -23,6 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from llmload.finish import EXIT_INPUT, finalize
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
+from llmload.locust.signals import RunSignals
 from llmload.locust.telemetry_hook import (
     SinkAdapter,
     TelemetryScraper,
@@ -65,6 +66,7 @@ class State:
     pending_step: dict[str, Any] | None = None
     exit_code: int | None = None
     summary: dict[str, Any] | None = None
+    signals: RunSignals | None = None
 
 
 STATE = State()
@@ -95,10 +97,15 @@ def _add_arguments(parser: Any) -> None:
     )
 
 
-def _fail_input(msg: str) -> None:
-    print(f"llmload: {msg}", file=sys.stderr)
+def _stop_prepared() -> None:
+    """Stop the simulators llmload started for this run, if any."""
     if STATE.prepared is not None:
         STATE.prepared.stop()
+
+
+def _fail_input(msg: str) -> None:
+    print(f"llmload: {msg}", file=sys.stderr)
+    _stop_prepared()
     sys.exit(EXIT_INPUT)
 
 
@@ -127,6 +134,13 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
         runner.register_message(MSG_DRAIN, lambda msg, **kw: STATE.run and STATE.run.start_draining())
         runner.register_message(MSG_ABORT, lambda msg, **kw: STATE.run and STATE.run.abort_inflight())
         return
+    STATE.signals = RunSignals(
+        environment,
+        headless=bool(options.headless),
+        conductor=lambda: STATE.conductor,
+        on_before_load=_stop_prepared,
+    )
+    STATE.signals.install()
     if not options.scenario:
         if options.headless:
             _fail_input("--scenario FILE is required")
@@ -301,6 +315,14 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     if c is None:
         close_sink(STATE.sink)  # a worker's llm_request points
         return
+    if c.finalized:  # the web UI's Stop wrote it already, or a second signal's shutdown
+        return
+    if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
+        discard_unstarted(c)
+        _stop_prepared()
+        return
+    c.finish_drain()  # the web UI quitting mid-test: in-flight streams end within stop_grace
+    c.finalized = True
     try:
         c.stop_intervals()
         c.ended_at = time.time()
@@ -325,7 +347,27 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         c.results.close()
         print("\n" + render_table(summary), flush=True)
         print(f"results: {c.results.dir}", flush=True)
+        print(f"verdict: {summary['run']['verdict']}", flush=True)
         environment.process_exit_code = code
     finally:
-        if STATE.prepared is not None:
-            STATE.prepared.stop()
+        _stop_prepared()
+
+
+def discard_unstarted(c: Conductor) -> None:
+    """Drop a run that was built but never started: its scraper, its sink and its empty results."""
+    c.stop_intervals()
+    close_sink(STATE.sink)
+    c.results.close()
+    remove_unused_results(c.results.dir)
+
+
+def remove_unused_results(d: Path) -> None:
+    """A run built but never started leaves empty files only: remove them (and nothing else)."""
+    names = {p.name for p in d.iterdir()} if d.is_dir() else set()
+    if not names <= {"requests.jsonl", "timeseries.jsonl", "events.jsonl", "telemetry.jsonl"}:
+        return
+    if any((d / n).stat().st_size for n in ("requests.jsonl", "timeseries.jsonl") if n in names):
+        return
+    for n in names:
+        (d / n).unlink()
+    d.rmdir()

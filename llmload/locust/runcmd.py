@@ -129,7 +129,10 @@ def run_command(cmd: str, argv: list[str]) -> int:
 
 def _spawn_worker(host: str, port: int) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "llmload", "worker", "--master-host", host, "--master-port", str(port)]
-    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    # A session of its own: Ctrl-C in the terminal reaches the master alone, which drains the
+    # workers' streams through its messages; a worker that took the signal itself would quit
+    # mid-stream and read as a lost worker.
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 def _stop(p: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:

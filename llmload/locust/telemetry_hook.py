@@ -137,6 +137,7 @@ class TelemetryScraper:
             [sys.executable, "-m", "llmload.scrape", spec],
             stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
+            start_new_session=True,  # a Ctrl-C to the group must not take the last scrape early
         )
         deadline = time.monotonic() + first_scrape_timeout_s
         while time.monotonic() < deadline and self.proc.poll() is None:

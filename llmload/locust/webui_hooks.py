@@ -7,15 +7,13 @@ llmload/locust/plugin.py. Imported by the locustfile next to the plugin.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from locust import events
 from locust.runners import WorkerRunner
 
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, Conductor
-from llmload.locust.plugin import STATE, _on_quitting, setup
-from llmload.locust.telemetry_hook import close_sink
+from llmload.locust.plugin import STATE, _on_quitting, discard_unstarted, setup
 from llmload.yamlsrc import InputError
 
 
@@ -86,25 +84,10 @@ def _webui_discard(environment: Any) -> None:
         _webui_finish(environment)
         return
     if c is not None:
-        c.stop_intervals()
-        close_sink(STATE.sink)
-        c.results.close()
-        _remove_unused_results(c.results.dir)
+        discard_unstarted(c)
     if STATE.prepared is not None:
         STATE.prepared.stop()
     STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None
-
-
-def _remove_unused_results(d: Path) -> None:
-    """A run built but never started leaves empty files only: remove them (and nothing else)."""
-    names = {p.name for p in d.iterdir()} if d.is_dir() else set()
-    if not names <= {"requests.jsonl", "timeseries.jsonl", "events.jsonl"}:
-        return
-    if any((d / n).stat().st_size for n in ("requests.jsonl", "timeseries.jsonl") if n in names):
-        return
-    for n in names:
-        (d / n).unlink()
-    d.rmdir()
 
 
 @events.test_start.add_listener

@@ -1,5 +1,6 @@
-"""JUnit XML: one testsuite per run; a testcase for the run's validity, one per target (it had
-successful requests and a failure ratio within the error_rate SLO) and one per target x SLO."""
+"""JUnit XML: one testsuite per run; a testcase for the run's validity, one for its completion (not
+interrupted by a signal), one per target (it had successful requests and a failure ratio within the
+error_rate SLO) and one per target x SLO."""
 
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ def render_junit_report(rep: Report) -> str:
         invalid if rep.run.status == "invalid" else None,
         "invalid_run",
         reasons,
+    )
+    tests += 1
+    stop = run.get("stop_reason")
+    interrupted = f"run interrupted by {stop}: figures cover the run up to the stop" if stop else ""
+    failures += _case(
+        suite,
+        f"llmload.{rid}",
+        "run completed",
+        interrupted if rep.run.status == "interrupted" else None,
+        "interrupted",
     )
     tests += 1
     for target in rep.run.targets:

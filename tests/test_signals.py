@@ -1,0 +1,168 @@
+"""SIGTERM and SIGINT end a run truthfully: drained, written, judged, with the documented exit code.
+
+Real `llmload run` processes against the scripted SSE server (tests/sse_server.py), whose timed
+streams last as long as a test needs them to. Signals are sent once the load has started (its
+first `phase` event), never after a fixed sleep, so a busy machine only makes the tests slower.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT, TOLERANT_CLIENT
+from tests.servers import free_port
+
+STARTED_TIMEOUT_S = 90.0
+
+
+def scenario(tmp: Path, base_url: str, *, stream_s: float, users: int = 3, stop_grace: str = "60s") -> Path:
+    n = int(stream_s * 1000 / 50)
+    scn = tmp / "s.yaml"
+    scn.write_text(
+        f"{TOLERANT_CLIENT}\n"
+        f"targets:\n  - name: slow\n    kind: openai\n    base_url: '{base_url}'\n    model: test-model\n"
+        f"    extra_body: {{llmload_test: {{mode: timed, n: {n}, first_ms: 5, interval_ms: 50}}}}\n"
+        f"load: {{users: {users}, duration: 120s, warmup: 0s, stop_grace: {stop_grace}}}\n"
+    )
+    return scn
+
+
+def start(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "llmload", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+        )
+
+
+def wait_for_event(results: Path, kind: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTED_TIMEOUT_S
+    events = results / "events.jsonl"
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        if events.exists() and any(json.loads(x)["kind"] == kind for x in events.read_text().splitlines()):
+            return
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"no {kind} event within {STARTED_TIMEOUT_S:g} s:\n{log.read_text()[-3000:]}")
+
+
+def wait_for_streams(results: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """The load has started and streams are open: a timeseries row (one every 2 s) shows them in flight."""
+    deadline = time.monotonic() + STARTED_TIMEOUT_S
+    rows = results / "timeseries.jsonl"
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        if rows.exists() and any(json.loads(x)["in_flight"] > 0 for x in rows.read_text().splitlines()):
+            return
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"no stream in flight within {STARTED_TIMEOUT_S:g} s:\n{log.read_text()[-3000:]}")
+
+
+def finished(proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120) -> tuple[int, str]:
+    try:
+        rc = proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"llmload did not end after the signal:\n{log.read_text()[-3000:]}") from None
+    return rc, log.read_text()
+
+
+def results_of(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    summary = json.loads((out / "summary.json").read_text())
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    return summary, lines, events
+
+
+def test_sigterm_lets_streams_finish_and_writes_the_whole_run(tmp_path: Path, sse_server: str) -> None:
+    out, log = tmp_path / "r", tmp_path / "log"
+    proc = start("run", str(scenario(tmp_path, sse_server, stream_s=2.0)), "--results", str(out), log=log)
+    wait_for_streams(out, proc, log)
+    proc.send_signal(signal.SIGTERM)
+    rc, text = finished(proc, log)
+    assert rc == 143, text[-3000:]
+    assert "Traceback" not in text
+    summary, lines, events = results_of(out)
+    run = summary["run"]
+    assert run["status"] == "interrupted" and run["stop_reason"] == "SIGTERM"
+    assert any("interrupted by SIGTERM" in r for r in run["reasons"])
+    assert "status interrupted" in text  # the terminal's verdict line
+    t = summary["targets"]["slow"]
+    # Every stream open at the signal finished within stop_grace: all ok, all accounted for.
+    assert lines and all(x["status"] == "ok" for x in lines), [x["status"] for x in lines]
+    assert t["requests"]["sent"] == t["requests"]["ok"] == len(lines)
+    assert [e["kind"] for e in events].count("interrupted") == 1
+    assert (out / "report.html").exists() and (out / "report.md").exists()
+    assert "interrupted" in (out / "junit.xml").read_text()
+
+
+def test_a_second_sigint_cuts_open_streams_as_aborted(tmp_path: Path, sse_server: str) -> None:
+    out, log = tmp_path / "r", tmp_path / "log"
+    users = 3
+    proc = start(
+        "run", str(scenario(tmp_path, sse_server, stream_s=60.0, users=users)), "--results", str(out), log=log
+    )
+    wait_for_streams(out, proc, log)
+    proc.send_signal(signal.SIGINT)
+    wait_for_event(out, "interrupted", proc, log)
+    proc.send_signal(signal.SIGINT)
+    rc, text = finished(proc, log)
+    assert rc == 130, text[-3000:]
+    assert "Traceback" not in text
+    summary, lines, events = results_of(out)
+    assert summary["run"]["status"] == "interrupted" and summary["run"]["stop_reason"] == "SIGINT"
+    # The 60 s streams were open: each is one `aborted` line with what it had received, none lost.
+    assert len(lines) == users and all(x["status"] == "aborted" for x in lines), lines
+    assert all(x["chunks"] > 0 for x in lines)
+    assert summary["targets"]["slow"]["requests"]["by_class"]["aborted"] == users
+    assert any("SIGINT again" in e["text"] for e in events)
+
+
+def test_sigterm_to_a_master_with_local_workers(tmp_path: Path, sse_server: str) -> None:
+    """The master drains its workers' streams; no worker reads as lost, every request is counted once."""
+    out, log = tmp_path / "r", tmp_path / "log"
+    scn = scenario(tmp_path, sse_server, stream_s=2.0, users=4)
+    proc = start("run", str(scn), "--results", str(out), "--workers", "2", log=log)
+    wait_for_streams(out, proc, log)
+    proc.send_signal(signal.SIGTERM)
+    rc, text = finished(proc, log, timeout_s=150)
+    assert rc == 143, text[-3000:]
+    summary, lines, _ = results_of(out)
+    assert summary["run"]["status"] == "interrupted" and summary["run"]["lost_workers"] == []
+    assert len({x["worker"] for x in lines}) == 2
+    assert all(x["status"] == "ok" for x in lines) and summary["targets"]["slow"]["requests"]["sent"] == len(
+        lines
+    )
+    assert len({(x["index"]) for x in lines}) == len(lines)  # none counted twice
+
+
+def test_sigterm_while_waiting_for_a_target_is_one_line(tmp_path: Path) -> None:
+    """Before the load: stop at once, say that nothing was sent, write no results directory."""
+    out, log = tmp_path / "r", tmp_path / "log"
+    scn = tmp_path / "down.yaml"
+    scn.write_text(
+        f"targets:\n  - {{name: down, kind: openai, base_url: 'http://127.0.0.1:{free_port()}', model: m}}\n"
+        "load: {users: 1, max_requests: 1}\nclient: {ready_timeout: 600s}\n"
+    )
+    proc = start("run", str(scn), "--results", str(out), log=log)
+    deadline = time.monotonic() + STARTED_TIMEOUT_S
+    while "waiting for target down" not in log.read_text() and time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    rc, text = finished(proc, log)
+    assert rc == 143, text
+    assert "Traceback" not in text
+    assert "SIGTERM before the load started: nothing was sent" in text
+    assert not out.exists()
