@@ -1,0 +1,167 @@
+"""A worker on another host whose link is cut mid-run: detected, the run says so, nothing is counted twice.
+
+Two hosts on this machine: a network namespace the test creates, joined to this one by a veth pair
+(iproute2, as root). The master, the simulated engine and one worker stay here; the other worker
+runs inside the namespace and reaches both over the veth link. `ip link set ... down` cuts that
+host off mid-run; bringing it back up later must not add what was already counted or lost.
+Without root or iproute2 the test skips (fails when CI=true).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import IN_CI, ROOT, start_port_file_process, stop_process
+from tests.servers import free_port
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True, timeout=20)
+
+
+class Hosts:
+    """This host (``here``) and one namespace (``ns``) on a /30 of their own."""
+
+    def __init__(self) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.ns, self.veth_here, self.veth_ns = f"llmw-{tag}", f"vh{tag}", f"vn{tag}"
+        octet = 16 + int(tag, 16) % 200  # a subnet of these namespaces' own
+        self.here, self.there = f"10.253.{octet}.1", f"10.253.{octet}.2"
+
+    def up(self) -> None:
+        sh("ip", "netns", "add", self.ns)
+        sh("ip", "link", "add", self.veth_here, "type", "veth", "peer", "name", self.veth_ns)
+        sh("ip", "link", "set", self.veth_ns, "netns", self.ns)
+        sh("ip", "addr", "add", f"{self.here}/30", "dev", self.veth_here)
+        sh("ip", "link", "set", self.veth_here, "up")
+        sh("ip", "netns", "exec", self.ns, "ip", "addr", "add", f"{self.there}/30", "dev", self.veth_ns)
+        sh("ip", "netns", "exec", self.ns, "ip", "link", "set", self.veth_ns, "up")
+        sh("ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up")
+
+    def cut(self) -> None:
+        sh("ip", "link", "set", self.veth_here, "down")
+
+    def restore(self) -> None:
+        sh("ip", "link", "set", self.veth_here, "up")
+
+    def down(self) -> None:
+        subprocess.run(["ip", "link", "del", self.veth_here], capture_output=True, timeout=20)
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=20)
+
+
+@pytest.fixture
+def hosts() -> Iterator[Hosts]:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        if IN_CI:
+            pytest.fail("CI=true and network namespaces need root and iproute2")
+        pytest.skip("network namespaces need root and iproute2")
+    h = Hosts()
+    try:
+        h.up()
+    except subprocess.CalledProcessError as e:
+        h.down()
+        if IN_CI:
+            raise
+        pytest.skip(f"cannot create a network namespace here: {e.stderr!r}")
+    try:
+        yield h
+    finally:
+        h.down()
+
+
+def worker(hosts: Hosts, port: int, log: Path, in_ns: bool) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "llmload", "worker", "--master-host", hosts.here, "--master-port", str(port)]
+    if in_ns:
+        cmd = ["ip", "netns", "exec", hosts.ns, *cmd]
+    with open(log, "wb") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
+
+
+def test_a_worker_host_cut_off_mid_run_is_detected_and_nothing_is_counted_twice(
+    hosts: Hosts, tmp_path: Path
+) -> None:
+    sim, sim_port = start_port_file_process(
+        [
+            sys.executable,
+            "-m",
+            "llmload.sim",
+            "--host",
+            hosts.here,
+            "--port",
+            "0",
+            "--profile",
+            "test-fast-a",
+        ],
+        tmp_path,
+        "sim",
+    )
+    port = free_port()
+    scn = tmp_path / "s.yaml"
+    scn.write_text(
+        "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
+        f"targets:\n  - {{name: fast, kind: openai, base_url: 'http://{hosts.here}:{sim_port}', model: test-model-a}}\n"
+        "workload: {input_tokens: 40, output_tokens: 32}\n"
+        "load: {users: 4, duration: 30s, warmup: 0s, stop_grace: 10s}\n"
+    )
+    out = tmp_path / "r"
+    master_cmd = [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--quiet"]
+    master_cmd += ["--expect-workers", "2", "--master-bind-host", hosts.here, "--master-bind-port", str(port)]
+    with open(tmp_path / "master.log", "wb") as mlog:
+        master = subprocess.Popen(master_cmd, stdout=mlog, stderr=subprocess.STDOUT, cwd=ROOT)
+    here = worker(hosts, port, tmp_path / "w-here.log", in_ns=False)
+    there = worker(hosts, port, tmp_path / "w-there.log", in_ns=True)
+    try:
+        # Both workers have reported requests: every request line names its worker.
+        deadline = time.monotonic() + 90
+        req = out / "requests.jsonl"
+        while (
+            len({json.loads(x)["worker"] for x in (req.read_text().splitlines() if req.exists() else [])}) < 2
+        ):
+            assert master.poll() is None, (tmp_path / "master.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "both workers did not report within 90 s"
+            time.sleep(0.5)
+        t_cut = time.time()
+        hosts.cut()
+        lost_seen = time.monotonic() + 60
+        while "stopped reporting" not in (
+            (out / "events.jsonl").read_text() if (out / "events.jsonl").exists() else ""
+        ):
+            assert master.poll() is None and time.monotonic() < lost_seen, "the cut worker was not detected"
+            time.sleep(0.5)
+        hosts.restore()  # the host comes back while the run goes on
+        rc = master.wait(120)
+    finally:
+        for p in (master, here, there):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        stop_process(sim)
+    log = (tmp_path / "master.log").read_text()
+    assert rc == 3, log[-3000:]  # a lost worker makes the run invalid without --allow-worker-loss
+    summary = json.loads((out / "summary.json").read_text())
+    run = summary["run"]
+    assert run["status"] == "degraded" and len(run["lost_workers"]) == 1
+    lost = run["lost_workers"][0]
+    assert lost["t"] - t_cut < 20  # noticed within the 8 s silence (+ a tick), not at the end
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    keys = [(x["worker"], x["target"], x["index"]) for x in lines]
+    assert len(keys) == len(set(keys))  # the restored worker's reports added nothing twice
+    assert summary["targets"]["fast"]["requests"]["sent"] == len(lines)
+    # What the cut worker reported before the cut is kept and counted.
+    assert sum(1 for x in lines if x["worker"] == lost["worker"]) > 0
+    assert "verdict: degraded" in log
