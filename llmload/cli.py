@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from llmload import __version__
 
@@ -26,6 +27,14 @@ commands:
 
 exit codes: 0 ok, 1 SLO missed / regression, 2 bad input or target not ready, 3 run invalid
 """
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (the option typed, what is wrong) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +87,7 @@ def cmd_validate(argv: list[str]) -> int:
     from llmload.scenario import load_scenario
     from llmload.yamlsrc import InputError
 
-    ap = argparse.ArgumentParser(prog="llmload validate")
+    ap = ArgParser(prog="llmload validate")
     ap.add_argument("file")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     a = ap.parse_args(argv)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gevent
+
 from llmload.metrics import Histogram
 from llmload.summary import build_summary
 
@@ -84,6 +86,7 @@ def finalize(
     then closes) and returns what summary.json records of it under ``run.influx``.
     """
     c = conductor
+    c.frozen = True  # the reports are written off the event loop, while worker reports may arrive
     sc = c.sc
     agg = c.agg
     end = c.ended_at or __import__("time").time()
@@ -180,7 +183,10 @@ def _reports(c: Any) -> list[str]:
     from llmload.report.slo import fmt
 
     try:
-        outcome = write_all(c.results.dir)
+        # In a thread of gevent's pool: plotly's import and the HTML take seconds of CPU, during
+        # which a master must keep answering its workers' heartbeats (they quit after 15 s without
+        # one) and the web UI its page.
+        outcome = gevent.get_hub().threadpool.apply(write_all, (c.results.dir,))
     except Exception as e:  # noqa: BLE001 - a report failure must not lose the results
         log.error("llmload: writing the reports failed: %s", e)
         print(f"llmload: writing the reports failed: {e}", file=sys.stderr)

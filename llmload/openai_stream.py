@@ -14,6 +14,7 @@ only at the end with empty choices, multi-token chunks, errors after HTTP 200
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,6 +41,15 @@ class Response(Protocol):
         ...
 
     def read_body(self, limit: int = 65536) -> bytes: ...
+
+    def token_arrived(self) -> None:
+        """The first generated token came: the silence allowed drops to the read timeout."""
+        ...
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The response's Retry-After delay in seconds, when it has one."""
+        ...
 
     def close(self, complete: bool) -> None:
         """Release the connection; ``complete`` False means the body was not fully read."""
@@ -133,6 +143,8 @@ class StreamState:
     texts: list[str] | None = None  # generated text, kept only when a tokenizer counts the output
     _prev_completion: int = 0
     _partial: bytes = b""
+    _saw_data: bool = False  # a data: line came (an SSE stream, whatever else it holds)
+    _body: bytes = b""  # lines that are not SSE fields, before any data line (up to 4 KB)
 
     @property
     def streamed_tokens(self) -> int:
@@ -150,6 +162,9 @@ class StreamState:
         self._partial = lines.pop()  # an incomplete last line waits for the next read
         for line in lines:
             self.feed_line(t, line)
+
+    def discard_partial(self) -> None:
+        self._partial = b""
 
     def flush(self, t: float) -> None:
         if self._partial:
@@ -169,7 +184,12 @@ class StreamState:
             self._fail("stream_error", line[6:].strip().decode("utf-8", "replace")[:200])
             return
         else:
-            return  # event:, id:, retry: and unknown fields carry nothing we time
+            # event:, id:, retry: and unknown fields carry nothing we time; a line that is no SSE
+            # field at all is kept: a 200 whose body is a JSON error or an HTML page is no stream
+            if not self._saw_data and not _SSE_FIELD.match(line) and len(self._body) < 4096:
+                self._body += line + b"\n"
+            return
+        self._saw_data = True
         if payload == b"[DONE]":
             self.done = True
             return
@@ -277,6 +297,8 @@ class StreamState:
         generated = self.completion_tokens if self.completion_tokens is not None else self.text_chunks
         if self.status is not None:
             rec.status, rec.error = self.status, self.error
+        elif not self._saw_data and self._body.strip():
+            rec.status, rec.error = not_a_stream(self._body)
         elif not self.done and self.finish_reason is None:
             rec.status, rec.error = "truncated", "stream ended without [DONE] or finish_reason"
         elif generated == 0:
@@ -378,15 +400,20 @@ def stream_request(
             except (TimedOut, ConnectFailed):
                 pass
             rec.status = classify_http(resp.status)
+            rec.retry_after_s = resp.retry_after_s
             rec.error = f"HTTP {resp.status}: {_error_message(body)}"[:200]
             rec.e2e_s = clock() - t_send
             return rec
         deadline = t_send + total_timeout_s
         t = t_send
         seen = 0
+        waiting_first = True
         try:
             for t, data in resp.blocks():
                 state.feed_block(t, data)
+                if waiting_first and state.first_text_t is not None:
+                    waiting_first = False
+                    resp.token_arrived()
                 if progress is not None:
                     now_tokens = state.streamed_tokens
                     if now_tokens != seen:
@@ -399,7 +426,8 @@ def stream_request(
         except TimedOut as e:
             state._fail("timeout", str(e)[:200])
         except ConnectFailed as e:
-            state.flush(clock())
+            # The connection broke: a last line without its newline was cut short, not malformed.
+            state.discard_partial()
             state._fail("truncated", f"connection lost mid-stream: {e}"[:200])
         state.flush(t)
         if state.done:
@@ -421,11 +449,43 @@ def stream_request(
                 pass
 
 
+_SSE_FIELD = re.compile(rb"^[A-Za-z][A-Za-z_-]*:")  # data:, event:, id:, retry:, error: (llama.cpp)
+_TAGS = re.compile(rb"<[^>]*>")
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def not_a_stream(body: bytes) -> tuple[str, str]:
+    """(status, error) for an HTTP 200 whose body is not an SSE stream (docs/metrics.md).
+
+    A JSON error object (``{"object": "error", "message": ...}``, ``{"error": {...}}``) is the
+    server's own failure: ``stream_error`` with its message. An HTML page is a proxy's or a login
+    gateway's: ``stream_error`` with its title. Anything else is ``malformed``.
+    """
+    text = body.strip()
+    if text[:1] in (b"{", b"["):
+        try:
+            orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return "malformed", f"HTTP 200 with no stream: {_excerpt(text)}"
+        return "stream_error", f"HTTP 200 with no stream, a JSON body: {_error_message(text)}"[:200]
+    if text[:1] == b"<":
+        return "stream_error", f"HTTP 200 with no stream: {_error_message(text)}"[:200]
+    return "malformed", f"HTTP 200 with no stream: {_excerpt(text)}"
+
+
+def _excerpt(body: bytes, n: int = 120) -> str:
+    return " ".join(body[:n].decode("utf-8", "replace").split())
+
+
 def _error_message(body: bytes) -> str:
+    """The server's message: a JSON error's ``message``, an HTML page's title, else the body's start."""
+    if body.lstrip()[:1] == b"<":
+        m = _TITLE.search(body)
+        return f"HTML page {_excerpt(m.group(1))!r}" if m else f"HTML page: {_excerpt(_TAGS.sub(b' ', body))}"
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return body[:120].decode("utf-8", "replace").strip() or "(empty body)"
+        return _excerpt(body) or "(empty body)"
     if isinstance(obj, dict):
         err = obj.get("error")
         if isinstance(err, dict) and err.get("message"):

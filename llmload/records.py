@@ -58,6 +58,7 @@ class RequestRecord:
     empty_chunks: int = 0  # of which carried empty text (a token decoding to "": still a token)
     finish_reason: str | None = None
     error: str | None = None  # short, secret-free description of the failure
+    retry_after_s: float | None = None  # the server's Retry-After on an HTTP error (429, 503)
 
     @property
     def ok(self) -> bool:
@@ -124,6 +125,7 @@ class RequestRecord:
             "empty_chunks": self.empty_chunks,
             "finish_reason": self.finish_reason,
             "error": self.error,
+            "retry_after_s": self.retry_after_s,
         }
         return out
 

@@ -38,6 +38,8 @@ class Collector:
         self.sent: dict[str, int] = dict.fromkeys(targets, 0)
         self.dropped: dict[str, int] = dict.fromkeys(targets, 0)
         self.delayed: dict[str, int] = dict.fromkeys(targets, 0)
+        self.backoffs: dict[str, int] = dict.fromkeys(targets, 0)  # pauses after failures (closed loop)
+        self.backoff_s: dict[str, float] = dict.fromkeys(targets, 0.0)
         self.streamed = TokenWindows(targets)  # tokens received, updated per read (never replaced)
         self._streamed_reported: dict[str, int] = dict.fromkeys(targets, 0)
         self.loop_lag = Histogram()
@@ -46,6 +48,10 @@ class Collector:
     def started(self, target: str) -> None:
         self.in_flight[target] += 1
         self.sent[target] += 1
+
+    def backoff(self, target: str, seconds: float) -> None:
+        self.backoffs[target] += 1
+        self.backoff_s[target] += seconds
 
     def record(self, rec: RequestRecord) -> None:
         t = rec.target
@@ -97,6 +103,8 @@ class Collector:
             lag, self.loop_lag = self.loop_lag, Histogram()
             dropped, self.dropped = self.dropped, dict.fromkeys(self.targets, 0)
             delayed, self.delayed = self.delayed, dict.fromkeys(self.targets, 0)
+            backoffs, self.backoffs = self.backoffs, dict.fromkeys(self.targets, 0)
+            backoff_s, self.backoff_s = self.backoff_s, dict.fromkeys(self.targets, 0.0)
             cum = dict(self.streamed.totals)
             streamed = {t: cum.get(t, 0) - self._streamed_reported.get(t, 0) for t in self.targets}
             self._streamed_reported = cum
@@ -110,6 +118,8 @@ class Collector:
             "sent": dict(self.sent),
             "dropped": dropped,
             "delayed": delayed,
+            "backoffs": backoffs,
+            "backoff_s": backoff_s,
             "streamed": streamed,
             "windows": self.streamed.to_wire(),
             "loop_lag": lag.to_wire(),
@@ -131,6 +141,8 @@ class Aggregator:
         self.sent: dict[str, dict[str, int]] = {}
         self.dropped: dict[str, int] = dict.fromkeys(targets, 0)
         self.delayed: dict[str, int] = dict.fromkeys(targets, 0)
+        self.backoffs: dict[str, int] = dict.fromkeys(targets, 0)
+        self.backoff_s: dict[str, float] = dict.fromkeys(targets, 0.0)
         self.loop_lag = Histogram()
         self.interval_lag = Histogram()
         self.interval_streamed: dict[str, int] = dict.fromkeys(targets, 0)
@@ -162,6 +174,10 @@ class Aggregator:
             self.dropped[t] = self.dropped.get(t, 0) + n
         for t, n in delta.get("delayed", {}).items():
             self.delayed[t] = self.delayed.get(t, 0) + n
+        for t, n in delta.get("backoffs", {}).items():
+            self.backoffs[t] = self.backoffs.get(t, 0) + n
+        for t, x in delta.get("backoff_s", {}).items():
+            self.backoff_s[t] = self.backoff_s.get(t, 0.0) + x
         for t, n in delta.get("streamed", {}).items():
             self.interval_streamed[t] = self.interval_streamed.get(t, 0) + n
             self.streamed_total[t] = self.streamed_total.get(t, 0) + n

@@ -24,11 +24,11 @@ from pydantic import (
 
 from llmload.load.executors import Phase, phases_from_shorthand
 from llmload.load.lengths import Length
+from llmload.secrets import redact
 from llmload.yamlsrc import InputError, apply_overrides, dotted, line_for, load_yaml, parse_yaml
 
 TARGET_KINDS = ("vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim")
 _DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-SECRET_KEYS = re.compile(r"(authorization|api[-_]?key|token|secret|password|cookie)", re.I)
 
 
 def parse_duration(v: Any) -> float:
@@ -48,6 +48,7 @@ def parse_duration(v: Any) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+Timeout = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]  # 0 s would fail every request
 
 
 class Strict(BaseModel):
@@ -62,6 +63,18 @@ class SimSpec(Strict):
     )
     dialect: Literal["vllm", "aphrodite"] | None = Field(None, description="override the profile's dialect")
     seed: int | None = Field(None, description="simulator seed (default: the workload seed)")
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, v: str | dict[str, Any]) -> str | dict[str, Any]:
+        """A shipped profile's name, or an inline profile that validates (``llmload validate`` says so)."""
+        from llmload.sim.profiles import ProfileError, load_profile, validate_profile
+
+        try:
+            load_profile(v) if isinstance(v, str) else validate_profile(v, "inline profile")
+        except ProfileError as e:
+            raise ValueError(str(e)) from None
+        return v
 
 
 MIN_SCRAPE_INTERVAL_S = 1.0  # a vLLM CPU front-end stalled its streams 10-230 ms per scrape here
@@ -139,7 +152,9 @@ class Workload(Strict):
     temperature: float | None = 0.0
     ignore_eos: bool = True
     min_tokens: int | None = Field(None, ge=0)
-    prompts: list[str] | None = Field(None, description="explicit prompts, used in order (cyclically)")
+    prompts: list[str] | None = Field(
+        None, min_length=1, description="explicit prompts, used in order (cyclically)"
+    )
     system_prompt: str | None = None
     path: str | None = Field(None, description="dataset file (jsonl, sharegpt)")
     tokenizer: str | None = Field(None, description="local tokenizer.json for exact token counts")
@@ -156,13 +171,24 @@ class Workload(Strict):
 
 
 class Client(Strict):
-    ready_timeout: Duration = Field(
+    ready_timeout: Timeout = Field(
         600.0, description="how long to wait for every target's /health and /v1/models before exit 2"
     )
-    connect_timeout: Duration = 10.0
-    read_timeout: Duration = 120.0
-    request_timeout: Duration = 600.0
-    report_interval: Duration = 2.0
+    connect_timeout: Timeout = 10.0
+    first_byte_timeout: Timeout = Field(
+        300.0,
+        description="longest wait for the response headers and the first token (queueing and prefill "
+        "of a long prompt)",
+    )
+    read_timeout: Timeout = Field(120.0, description="longest silence between chunks once tokens flow")
+    request_timeout: Timeout = 600.0
+    failure_pause: Duration = Field(
+        0.5,
+        description="closed loop: pause after a failed request, doubled for each failure in a row "
+        "(0: none); a Retry-After from the server replaces it",
+    )
+    failure_pause_max: Duration = Field(10.0, description="the longest pause after a failure")
+    report_interval: Timeout = 2.0
     scrape_interval: Duration = Field(
         5.0,
         description="seconds between scrapes of each target's /metrics (at least 1 s): every scrape "
@@ -244,15 +270,6 @@ class Scenario(Strict):
         self.simulate = False  # applied: a dumped scenario re-validates as plain sim targets
         return self
 
-    @model_validator(mode="after")
-    def _unique(self) -> Scenario:
-        seen: set[str] = set()
-        for t in self.targets:
-            if t.name in seen:
-                raise ValueError(f"target name {t.name!r} is used twice")
-            seen.add(t.name)
-        return self
-
     def target(self, name: str) -> Target:
         for t in self.targets:
             if t.name == name:
@@ -262,20 +279,6 @@ class Scenario(Strict):
     def public_dict(self) -> dict[str, Any]:
         """The scenario as data with secrets removed (for results and reports)."""
         return redact(self.model_dump(mode="json"))
-
-
-def redact(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            if isinstance(k, str) and SECRET_KEYS.search(k) and not k.endswith("_env") and isinstance(v, str):
-                out[k] = "***"
-            else:
-                out[k] = redact(v)
-        return out
-    if isinstance(obj, list):
-        return [redact(x) for x in obj]
-    return obj
 
 
 def _validate_sections(sc: Scenario) -> None:
@@ -290,23 +293,24 @@ def _validate_sections(sc: Scenario) -> None:
         InfluxConfig.model_validate(sc.influx)
 
 
-def validate_data(data: Any, lines: dict, source: str) -> Scenario:
+def validate_data(data: Any, lines: dict, source: str, file_data: Any = None) -> Scenario:
+    """The validated scenario, or InputError naming the file's line and field.
+
+    ``file_data`` is the data as the file had it before ``--set`` edits: a bad value that an edit
+    put there is blamed on ``--set``, not on a line of the file.
+    """
     if not isinstance(data, dict):
         raise InputError(f"{source}:1: the scenario must be a mapping with at least `targets`")
+    _check_unique_names(data, lines, source)
     try:
         sc = Scenario.model_validate(data)
         sc.source = source
         _validate_sections(sc)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(
-            x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-")))
-        )
-        if sc_section := _section_for(e, data):
-            loc = (sc_section, *loc)
-        loc = _real_loc(data, loc)
-        line = line_for(lines, loc)
-        where = f"{source}:{line}" if line else source
+        errors = [(_real_loc(data, _loc(e, err, data)), err) for err in e.errors()]
+        # A union (an int or a distribution, say) reports one error per member: show the member
+        # the input was meant for (not "a valid integer" for a mapping), the most specific place.
+        loc, err = min(errors, key=lambda le: (le[1]["type"].endswith("_type"), -len(le[0])))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "missing":
             msg = "required field is missing"
@@ -314,9 +318,56 @@ def validate_data(data: Any, lines: dict, source: str) -> Scenario:
             msg = "unknown field"
         elif err["type"] == "literal_error":
             msg = f"{msg}, got {err.get('input')!r}"
-        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        others = {x for x, _ in errors} - {loc}
+        more = f" (and {len(others)} more)" if others else ""
+        value = _value_at(data, loc)
+        if file_data is not None and value != _value_at(file_data, loc):  # the command line put it there
+            shown = "" if value is _MISSING else f"={value!r}"
+            raise InputError(f"--set {dotted(loc)}{shown}: {msg}{more}") from None
+        line = line_for(lines, loc)
+        where = f"{source}:{line}" if line else source
         raise InputError(f"{where}: {dotted(loc)}: {msg}{more}") from None
     return sc
+
+
+def _loc(e: ValidationError, err: Any, data: dict) -> tuple:
+    loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
+    section = _section_for(e, data)
+    return (section, *loc) if section else loc
+
+
+_MISSING = object()
+
+
+def _value_at(data: Any, loc: tuple) -> Any:
+    cur = data
+    for part in loc:
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and -len(cur) <= part < len(cur):
+            cur = cur[part]
+        else:
+            return _MISSING
+    return cur
+
+
+def _check_unique_names(data: dict, lines: dict, source: str) -> None:
+    """Target names are keys in every output: the second use of a name is the error, at its line."""
+    targets = data.get("targets")
+    if not isinstance(targets, list):
+        return
+    first: dict[str, int] = {}
+    for i, t in enumerate(targets):
+        name = t.get("name") if isinstance(t, dict) else None
+        if not isinstance(name, str):
+            continue
+        if name in first:
+            line = line_for(lines, ("targets", i, "name"))
+            seen = line_for(lines, ("targets", first[name], "name"))
+            raise InputError(
+                f"{source}:{line}: targets[{i}].name: target name {name!r} is used twice (first at line {seen})"
+            )
+        first[name] = i
 
 
 def _section_for(e: ValidationError, data: dict) -> str | None:
@@ -354,7 +405,9 @@ def _real_loc(data: Any, loc: tuple) -> tuple:
         elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
             out.append(part)
             cur = cur[part]
-        elif isinstance(part, str) and (part in _NOISE or part[:1].isupper() or "[" in part):
+        elif isinstance(part, str) and (
+            part in _NOISE or part[:1].isupper() or "[" in part or part.startswith("constrained-")
+        ):
             continue  # a union member's type name, not a field
         elif i == len(loc) - 1 or isinstance(cur, dict):
             out.append(part)  # a missing or unknown field
@@ -364,9 +417,10 @@ def _real_loc(data: Any, loc: tuple) -> tuple:
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
     data, lines = load_yaml(path)
+    file_data = data
     if overrides:
         data = apply_overrides(copy.deepcopy(data) if data is not None else {}, overrides, "--set")
-    return validate_data(data, lines, str(path))
+    return validate_data(data, lines, str(path), file_data if overrides else None)
 
 
 def parse_scenario(text: str, source: str = "<string>", overrides: list[str] | None = None) -> Scenario:

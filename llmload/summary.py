@@ -77,6 +77,8 @@ def build_summary(
         block["requests"]["warmup"] = all_st.requests - st.requests
         block["requests"]["dropped"] = agg.dropped.get(t.name, 0)
         block["requests"]["delayed"] = agg.delayed.get(t.name, 0)
+        block["requests"]["backoffs"] = agg.backoffs.get(t.name, 0)
+        block["requests"]["backoff_s"] = round(agg.backoff_s.get(t.name, 0.0), 3)
         if t.metrics_url and telemetry:
             block["server_agreement"] = _agreement(t.name, all_st, agg, telemetry)
         targets[t.name] = {

@@ -13,7 +13,9 @@ Read timeouts: a socket timeout makes gevent create and cancel a timer for every
 ``recv`` (~18% of the client's CPU at 150 streams, and a fatter p99). Instead the
 sockets block without a timeout, each read stamps the stream's last-read time,
 and one watchdog greenlet per process shuts down streams that have been silent
-longer than the read timeout (their read then ends as ``TimedOut``). Waiting for
+longer than their limit (their read then ends as ``TimedOut``). The limit is the
+first-byte timeout until the stream client reports the first token (the headers and
+a long prefill), the read timeout after it (silence between chunks). Waiting for
 the response headers keeps one ``gevent.Timeout`` per request.
 """
 
@@ -54,7 +56,7 @@ class _Watchdog:
             gevent.sleep(0.5)
             now = time.perf_counter()
             for r in list(self.active.values()):
-                if r.read_timeout is not None and now - r.last_read > r.read_timeout:
+                if r.limit is not None and now - r.last_read > r.limit:
                     r.expire()
         self._greenlet = None
 
@@ -64,14 +66,40 @@ _WATCHDOG = _Watchdog()
 
 class GeventResponse:
     def __init__(
-        self, resp: HTTPSocketPoolResponse, block_size: int, read_timeout: float | None = None
+        self,
+        resp: HTTPSocketPoolResponse,
+        block_size: int,
+        read_timeout: float | None = None,
+        first_token_timeout: float | None = None,
     ) -> None:
         self._resp = resp
         self.status = resp.status_code
         self._block = block_size
-        self.read_timeout = read_timeout
+        self.read_timeout = read_timeout  # silence allowed between chunks, once tokens flow
+        # Until the first token: a long prompt's prefill may take far longer than any gap after it.
+        self.limit = first_token_timeout if first_token_timeout is not None else read_timeout
+        self.waiting_first = True
         self.last_read = time.perf_counter()
         self.timed_out = False
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The Retry-After header in seconds (a delay; an HTTP date is not parsed), or None."""
+        value = self._resp.get("retry-after")
+        try:
+            return max(0.0, float(value)) if value is not None else None
+        except ValueError:
+            return None
+
+    def token_arrived(self) -> None:
+        """The stream client saw the first generated token: from now on, read_timeout applies."""
+        self.waiting_first = False
+        self.limit = self.read_timeout
+
+    def _silence(self) -> str:
+        if self.waiting_first:
+            return f"no token within {self.limit:g} s (client.first_byte_timeout)"
+        return f"no data for {self.limit:g} s mid-stream (client.read_timeout)"
 
     def expire(self) -> None:
         """Called by the watchdog: end this stream's blocked read."""
@@ -91,7 +119,7 @@ class GeventResponse:
             data = bytes(buf)
             del buf[:]
             yield clock(), data
-        if self.read_timeout is not None:
+        if self.limit is not None:
             self.last_read = clock()
             _WATCHDOG.add(self)
         try:
@@ -109,15 +137,15 @@ class GeventResponse:
             try:
                 data = sock.recv(self._block)
             except _TIMEOUTS as e:
-                raise TimedOut(f"no data for {self.read_timeout} s mid-stream") from e
+                raise TimedOut(self._silence()) from e
             except OSError as e:
                 if self.timed_out:
-                    raise TimedOut(f"no data for {self.read_timeout:g} s mid-stream") from e
+                    raise TimedOut(self._silence()) from e
                 raise ConnectFailed(str(e)) from e
             t = clock()
             self.last_read = t
             if self.timed_out:
-                raise TimedOut(f"no data for {self.read_timeout:g} s mid-stream")
+                raise TimedOut(self._silence())
             if not data:
                 # Peer closed: let the parser know (a close-delimited body ends here).
                 try:
@@ -170,6 +198,7 @@ class GeventTransport:
         *,
         connect_timeout_s: float = 10.0,
         read_timeout_s: float | None = 120.0,
+        first_byte_timeout_s: float | None = None,
         concurrency: int = 1,
         block_size: int = 65536,
         client: HTTPClient | None = None,
@@ -184,10 +213,13 @@ class GeventTransport:
             headers={},
         )
         self.read_timeout = read_timeout_s
+        # headers and the first token (prefill); read_timeout_s when not given
+        self.first_byte_timeout = first_byte_timeout_s if first_byte_timeout_s is not None else read_timeout_s
         self._block = block_size
 
     def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> GeventResponse:
-        timer = gevent.Timeout(self.read_timeout) if self.read_timeout is not None else None
+        wait = self.first_byte_timeout
+        timer = gevent.Timeout(wait) if wait is not None else None
         if timer is not None:
             timer.start()
         try:
@@ -195,15 +227,15 @@ class GeventTransport:
         except gevent.Timeout as e:
             if e is not timer:
                 raise
-            raise TimedOut(f"no response headers within {self.read_timeout:g} s") from None
+            raise TimedOut(f"no response headers within {wait:g} s (client.first_byte_timeout)") from None
         except _TIMEOUTS as e:
-            raise TimedOut(f"no response headers within {self.read_timeout} s") from e
+            raise TimedOut(f"no response headers within {wait} s (client.first_byte_timeout)") from e
         except (OSError, HTTPConnectionClosed, HTTPParseError) as e:
             raise ConnectFailed(f"{type(e).__name__}: {e}") from e
         finally:
             if timer is not None:
                 timer.close()
-        return GeventResponse(resp, self._block, self.read_timeout)
+        return GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout)
 
     def close(self) -> None:
         self.client.close()

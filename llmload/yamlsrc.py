@@ -22,44 +22,67 @@ class InputError(Exception):
     exit_code = 2
 
 
-def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> None:
+def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str) -> None:
     lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
         for k, v in node.value:
             key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
-            lines[(*path, key)] = k.start_mark.line + 1
-            _walk(v, (*path, key), lines)
-            lines[(*path, key)] = k.start_mark.line + 1
+            line = k.start_mark.line + 1
+            if key in seen:  # YAML would keep the last silently: one of them is a mistake
+                raise InputError(
+                    f"{source}:{line}: {dotted((*path, key))}: duplicate key (first at line {seen[key]})"
+                )
+            seen[key] = line
+            lines[(*path, key)] = line
+            _walk(v, (*path, key), lines, source)
+            lines[(*path, key)] = line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _walk(item, (*path, i), lines)
+            _walk(item, (*path, i), lines, source)
 
 
 def load_yaml(path: str | Path) -> tuple[Any, dict[Path_, int]]:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{p}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a directory, not a scenario file") from None
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(
+            f"{p}:{line}: not a UTF-8 text file (byte 0x{raw[e.start]:02x}): a YAML scenario?"
+        ) from None
     return parse_yaml(text, str(p))
 
 
 def parse_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise InputError(f"{source}:{line}: a NUL byte: not a text file")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f":{mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{source}{where}: invalid YAML: {e.problem}") from None
+        raise InputError(f"{source}{where}: invalid YAML: {_one_line(str(e.problem))}") from None
     except yaml.YAMLError as e:
-        raise InputError(f"{source}: invalid YAML: {e}") from None
+        raise InputError(f"{source}: invalid YAML: {_one_line(str(e))}") from None
     lines: dict[Path_, int] = {}
     if node is not None:
-        _walk(node, (), lines)
+        _walk(node, (), lines, source)
     return data, lines
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def line_for(lines: dict[Path_, int], loc: Path_) -> int | None:

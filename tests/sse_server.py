@@ -15,12 +15,20 @@ The request body's ``llmload_test`` object chooses the behaviour:
   measured with what the server actually did.
 - ``{"mode": "raw", "status": 200, "frames": [[delay_ms, "text"], ...], "cut": false}``:
   writes each frame verbatim as one chunk after its delay; ``cut`` closes the
-  socket without ending the chunked body (a cut stream).
+  socket without ending the chunked body (a cut stream). A status other than 200 answers
+  ``body`` as JSON, or ``text`` verbatim as ``content_type`` (default text/html); with
+  ``"echo_auth": true`` its error message repeats the Authorization and X-Api-Key headers;
+  ``"retry_after": 1`` adds that Retry-After header.
 - ``{"mode": "stall", "stall_at": T_MONO, "stall_s": 2.0, ...timed options}``: like
   ``timed``, but a request arriving while ``stall_at <= now < stall_at + stall_s`` waits
   until the stall ends before answering (a server that freezes for a while). With
   ``"stall_key": K, "stall_after_s": S`` instead of ``stall_at``, the stall starts S
   seconds after the first request carrying that key.
+
+- ``{"mode": "hang"}``: take the request, never answer. ``"reset": "before_headers"`` (any mode)
+  answers with a TCP RST; ``"reset": true`` in raw mode sends the frames, then a RST.
+- ``{"mode": "cycle", "key": K, "specs": [spec, ...]}``: each request takes the next spec of the
+  list, in arrival order; GET /llmload_test/stats?key=K says how many arrived, per spec.
 
 Any other path answers /health and /v1/models so readiness checks pass.
 """
@@ -33,10 +41,13 @@ import heapq
 import json
 import os
 import signal
+import socket
+import struct
 import time
 
 MONO = time.CLOCK_MONOTONIC
 STALL_FIRST: dict[str, float] = {}
+CYCLES: dict[str, dict[str, object]] = {}  # cycle key -> {"received": n, "by_spec": [n, ...]}
 
 
 def now() -> float:
@@ -109,17 +120,18 @@ class Conn(asyncio.Protocol):
                 return
             body = self.buf[head_end + 4 : head_end + 4 + length]
             self.buf = self.buf[head_end + 4 + length :]
+            self.req_headers = headers
             self.handle(method, path, body)
 
     def write(self, data: bytes) -> None:
         if not self.closed and self.transport is not None:
             self.transport.write(data)
 
-    def simple(self, status: int, obj: object) -> None:
+    def simple(self, status: int, obj: object, extra: bytes = b"") -> None:
         body = json.dumps(obj).encode()
         self.write(
-            b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-            % (status, len(body), body)
+            b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s"
+            % (status, extra, len(body), body)
         )
 
     def start_stream(self, status: int = 200) -> None:
@@ -130,7 +142,10 @@ class Conn(asyncio.Protocol):
     def handle(self, method: str, path: str, body: bytes) -> None:
         t0 = now()
         if method == "GET":
-            if path.startswith("/v1/models"):
+            if path.startswith("/llmload_test/stats"):  # what a cycle key received, per behaviour
+                key = path.partition("key=")[2]
+                self.simple(200, CYCLES.get(key, {"received": 0, "by_spec": []}))
+            elif path.startswith("/v1/models"):
                 self.simple(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
             else:
                 self.simple(200, {"status": "ok"})
@@ -142,6 +157,19 @@ class Conn(asyncio.Protocol):
             return
         spec = req.get("llmload_test") or {"mode": "timed", "n": 10, "first_ms": 5, "interval_ms": 5}
         mode = spec.get("mode", "timed")
+        if mode == "cycle":  # the next behaviour of a list, in the order requests arrive; counted
+            specs = spec["specs"]
+            tally = CYCLES.setdefault(spec["key"], {"received": 0, "by_spec": [0] * len(specs)})
+            i = int(tally["received"]) % len(specs)  # type: ignore[call-overload]
+            tally["received"] = int(tally["received"]) + 1  # type: ignore[call-overload]
+            tally["by_spec"][i] += 1  # type: ignore[index]
+            spec = specs[i]
+            mode = spec.get("mode", "timed")
+        if mode == "hang":  # accept the request, never answer
+            return
+        if spec.get("reset") == "before_headers":
+            self._reset()
+            return
         if mode == "raw":
             self.raw(spec)
         elif mode == "stall":
@@ -161,8 +189,23 @@ class Conn(asyncio.Protocol):
     def raw(self, spec: dict) -> None:
         status = int(spec.get("status", 200))
         frames = spec.get("frames", [])
+        if status != 200 and "text" in spec:  # a page as a proxy sends it (e.g. an HTML 502)
+            page = str(spec["text"]).encode()
+            ctype = str(spec.get("content_type", "text/html")).encode()
+            self.write(
+                b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
+                % (status, ctype, len(page), page)
+            )
+            return
         if status != 200:
-            self.simple(status, spec.get("body", {"error": {"message": f"status {status}"}}))
+            body = spec.get("body", {"error": {"message": f"status {status}"}})
+            if spec.get("echo_auth"):  # a careless server that repeats the credentials it was sent
+                auth = self.req_headers.get("authorization", "") + " " + self.req_headers.get("x-api-key", "")
+                body = {"error": {"message": f"invalid credentials: {auth.strip()}"}}
+            retry = spec.get("retry_after")
+            self.simple(
+                status, body, b"Retry-After: %s\r\n" % str(retry).encode() if retry is not None else b""
+            )
             return
         self.start_stream()
         t = now()
@@ -170,7 +213,9 @@ class Conn(asyncio.Protocol):
             t += delay_ms / 1000.0
             data = text.encode()
             self.sched.add(t, lambda d=data: self.write(chunk(d)))
-        if spec.get("cut"):
+        if spec.get("reset"):
+            self.sched.add(t + 0.001, self._reset)
+        elif spec.get("cut"):
             self.sched.add(t + 0.001, self._cut)
         else:
             self.sched.add(t + 0.0005, lambda: self.write(b"0\r\n\r\n"))
@@ -178,6 +223,14 @@ class Conn(asyncio.Protocol):
     def _cut(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+    def _reset(self) -> None:
+        """Close with a TCP RST (SO_LINGER 0), as a crashed proxy or a killed engine does."""
+        if self.transport is not None:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.transport.abort()
 
     def timed(self, spec: dict, t0: float) -> None:
         n = int(spec.get("n", 10))

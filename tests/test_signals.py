@@ -166,3 +166,60 @@ def test_sigterm_while_waiting_for_a_target_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in text
     assert "SIGTERM before the load started: nothing was sent" in text
     assert not out.exists()
+
+
+def test_ctrl_c_on_the_web_ui_before_any_test_is_a_clean_exit(tmp_path: Path, sse_server: str) -> None:
+    import httpx
+
+    from tests.webui_support import wait_for
+
+    out, log = tmp_path / "r", tmp_path / "log"
+    port = free_port()
+    scn = scenario(tmp_path, sse_server, stream_s=1.0)
+    proc = start("ui", str(scn), "--results", str(out), "--web-port", str(port), log=log)
+
+    def up() -> bool:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for("the web UI", up, STARTED_TIMEOUT_S)
+    proc.send_signal(signal.SIGINT)
+    rc, text = finished(proc, log)
+    assert rc == 130, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert not out.exists()  # a run built but never started leaves nothing behind
+
+
+def test_sigkill_loses_at_most_an_interval_and_report_rebuilds_the_summary(
+    tmp_path: Path, sse_server: str
+) -> None:
+    out, log = tmp_path / "r", tmp_path / "log"
+    proc = start("run", str(scenario(tmp_path, sse_server, stream_s=0.3)), "--results", str(out), log=log)
+    req = out / "requests.jsonl"
+    deadline = time.monotonic() + STARTED_TIMEOUT_S
+    while not (req.exists() and len(req.read_text().splitlines()) >= 6):  # flushed at each interval
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait(30)
+    assert not (out / "summary.json").exists() and (out / "run.json").exists()
+    kept = [json.loads(x) for x in req.read_text().splitlines() if x.endswith("}")]
+    r = subprocess.run(
+        [sys.executable, "-m", "llmload", "report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert r.returncode == 3, r.stdout + r.stderr  # not a complete run
+    assert "status incomplete" in r.stdout and "Traceback" not in r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    run = summary["run"]
+    assert run["status"] == "incomplete" and any("rebuilt from requests.jsonl" in x for x in run["reasons"])
+    t = summary["targets"]["slow"]
+    assert t["requests"]["sent"] == len(kept) and t["requests"]["ok"] == len(kept)
+    assert t["throughput"]["output_tok_s"] > 0 and t["latency_ms"]["ttft"]["p50"] is not None
+    assert (out / "report.html").exists() and "incomplete" in (out / "report.md").read_text()

@@ -166,6 +166,71 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
     assert [e["text"] for e in events if e["kind"] == "stop"].count("run finished") == 1
 
 
+@pytest.mark.timeout(170)
+def test_stop_with_streams_in_flight_turns_the_page_to_stopped_without_a_reload(
+    page: Any, tmp_path: Path, sse_server: str
+) -> None:
+    """Long streams and the default 60 s stop_grace: Stop cuts them (aborted), writes the results, and
+    the same page, never reloaded, shows the stopped state and the final figures. Before, POST /stop
+    waited for every user's stream: CLEANUP and a LOADING button for 70 s and more."""
+    out = tmp_path / "results"
+    scn = tmp_path / "long-streams.yaml"
+    stream = "{llmload_test: {mode: timed, n: 1200, first_ms: 5, interval_ms: 50}}"  # 60 s each
+    scn.write_text(
+        "name: webui-inflight\ntargets:\n"
+        + "".join(
+            f"  - {{name: {t}, kind: openai, base_url: '{sse_server}', model: test-model, extra_body: {stream}}}\n"
+            for t in ("fast-a", "fast-b")
+        )
+        + f"load: {{users: 2, duration: 120s, warmup: 0s, stop_grace: 60s}}\noutput: {{dir: {out}}}\n"
+    )
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = Proc(
+        ["--scenario", str(scn), "--web-host", "127.0.0.1", "--web-port", str(port)], tmp_path / "l.log"
+    )
+    try:
+        wait_http(proc, base + "/")
+        page.goto(base + "/")
+        start_from_form(page)
+        wait_for("streams in flight", lambda: all(r["in_flight"] > 0 for r in live(base).values()), 30)
+        page.get_by_role("button", name="Stop").click()
+        # The page itself (no reload, no new navigation) offers New once stopped; 30 s is half of
+        # the stop_grace that Locust used to wait out.
+        page.get_by_role("button", name="New").wait_for(state="visible", timeout=30_000)
+        assert ui_state(base) == "stopped"
+        (run,) = wait_for("the results dir", lambda: results_dirs(out), 10)
+        summary = summary_of(run)
+        assert summary["run"]["stop_reason"] == "stopped from the web UI"
+        lines = (run / "requests.jsonl").read_text().splitlines()
+        aborted = [json.loads(x) for x in lines if json.loads(x)["status"] == "aborted"]
+        assert len(aborted) == 4 and all(x["chunks"] > 0 for x in aborted)  # 2 users x 2 targets, cut
+        assert sum(t["requests"]["sent"] for t in summary["targets"].values()) == len(lines)
+        open_llm_tab(page)
+        final = wait_for(
+            "the final figures on the page",
+            lambda: (
+                (rows := dom_table(page))
+                and all(num(rows[t]["Requests"]) > 0 for t in ("fast-a", "fast-b"))
+                and rows
+            ),
+            20,
+        )
+        for t in ("fast-a", "fast-b"):
+            assert num(final[t]["Requests"]) == summary["targets"][t]["requests"]["sent"]
+        # Above the table: how the run ended and where its results are.
+        line = wait_for(
+            "the run's status line",
+            lambda: (x := page.locator("#llmload-run-status").text_content() or "") and str(run) in x and x,
+            15,
+        )
+        assert summary["run"]["verdict"] in line and summary["run"]["run_id"] in line, line
+        page.screenshot(path=str(ARTIFACTS / "webui-stopped-inflight.png"), full_page=True)
+        assert not page.page_errors, page.page_errors
+    finally:
+        proc.stop()
+
+
 # --- the start form without a browser: a scenario chosen at start, bad input -------------------------
 
 
@@ -226,7 +291,7 @@ def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) ->
 # --- distributed: a master and one worker process ------------------------------------------------------
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(330)
 def test_master_llm_tab_shows_the_workers_merged_figures(page: Any, tmp_path: Path) -> None:
     out = tmp_path / "results"
     scn = tmp_path / "d.yaml"
@@ -284,6 +349,18 @@ def test_master_llm_tab_shows_the_workers_merged_figures(page: Any, tmp_path: Pa
         final = wait_for("the final table", lambda: (t := dom_table(page)) and set(t) == set(sent) and t, 15)
         assert {t: int(num(r["Requests"])) for t, r in final.items()} == sent
         assert {t: r["requests"] for t, r in live(base).items()} == sent
+        # New, twice, with the same worker: it stays connected, and each test writes its own results.
+        for n in (2, 3):
+            page.get_by_role("button", name="New").click()
+            start_from_form(page)
+            wait_for(f"test {n} to run", lambda: ui_state(base) in ("spawning", "running"), 30)
+            wait_for(f"test {n} to end by itself", lambda: ui_state(base) == "stopped", 60)
+            assert worker.alive(), worker.tail()
+        dirs = wait_for("three results dirs", lambda: len(results_dirs(out)) == 3 and results_dirs(out), 30)
+        for d in dirs:
+            s_n = summary_of(d)
+            assert s_n["run"]["mode"] == "distributed" and s_n["run"]["lost_workers"] == []
+            assert min(t["requests"]["ok"] for t in s_n["targets"].values()) > 0
         assert not page.page_errors, page.page_errors
     finally:
         if worker is not None:

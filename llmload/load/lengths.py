@@ -63,7 +63,7 @@ class LengthDist(BaseModel):
         return float(self.mean or 1)
 
 
-Length = Annotated[int | LengthDist, Field(union_mode="left_to_right")]
+Length = Annotated[Annotated[int, Field(ge=1)] | LengthDist, Field(union_mode="left_to_right")]
 
 
 def sample_length(spec: int | LengthDist, rng: random.Random) -> int:

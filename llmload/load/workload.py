@@ -241,10 +241,10 @@ def sized_text(tok: Any, rng: random.Random, n: int) -> str:
 
 
 def load_tokenizer(path: Path) -> Any:
-    from tokenizers import Tokenizer
-
     if not path.is_file():
         raise InputError(f"{path}: tokenizer file not found")
+    from tokenizers import Tokenizer
+
     try:
         return Tokenizer.from_file(str(path))
     except Exception as e:  # noqa: BLE001 - the library raises plain Exception

@@ -53,7 +53,8 @@ class Conductor:
         self.reasons: list[str] = []
         self.stop_reason: str | None = None
         self.interrupted: str | None = None  # the signal that stopped the run (llmload/locust/signals.py)
-        self.finalized = False  # summary.json written: a run ends once
+        self.finalized = False  # the run is ending (its results are being written): it ends once
+        self.frozen = False  # summary.json is being built: late worker reports change nothing
         self.cut_why = ""  # why open streams were cut (stop_grace ran out, a second signal)
         self.lost_workers: list[dict[str, Any]] = []
         self.known_workers: dict[str, float] = {}
@@ -266,7 +267,7 @@ class Conductor:
 
     def worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         delta = data.get("llmload")
-        if delta:
+        if delta and not self.frozen:  # once summary.json is being written, its figures are final
             self.known_workers[client_id] = time.time()
             if any(w["worker"] == client_id for w in self.lost_workers):
                 return

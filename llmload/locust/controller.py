@@ -24,6 +24,7 @@ from llmload.locust.users import class_name
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
 from llmload.runstate import WARMUP, Collector
+from llmload.secrets import Masker, secret_values
 from llmload.transport import GeventTransport
 
 NO_IGNORE_EOS = ("openai",)  # kinds whose API rejects the vLLM-style ignore_eos field
@@ -96,6 +97,7 @@ class LLMRun:
             t.name: os.environ.get(t.api_key_env) if t.api_key_env else None for t in scenario.targets
         }
         self._lag_greenlet: gevent.Greenlet | None = None
+        self._mask = Masker(secret_values(scenario))  # a server may echo a key in its error text
 
     # --- steps ------------------------------------------------------------
     def apply_step(self, number: int, t0: float, run_t0: float) -> None:
@@ -150,7 +152,28 @@ class LLMRun:
         if idx is None:
             gevent.sleep(0.1)
             return
-        self.issue(t, transport, self.source.get(idx), ps, None)
+        self._pace(user, self.issue(t, transport, self.source.get(idx), ps, None))
+
+    def _pace(self, user: Any, rec: RequestRecord) -> None:
+        """Closed loop: after a failed request, pause before the user's next one.
+
+        A user that fails at once would otherwise send thousands of requests a second (measured:
+        14,339 in 5 s against a server answering 429). The pause is the server's Retry-After when
+        it sent one, else client.failure_pause doubled for each failure in a row; at most
+        client.failure_pause_max either way; counted per target (requests.backoffs, backoff_s).
+        Open-loop arrivals keep their schedule: a late send is measured there, not avoided.
+        """
+        if rec.ok or rec.status == "aborted":
+            user.llm_failures_in_a_row = 0
+            return
+        c = self.sc.client
+        n = user.llm_failures_in_a_row = user.llm_failures_in_a_row + 1
+        wanted = rec.retry_after_s if rec.retry_after_s is not None else c.failure_pause * 2 ** min(n - 1, 16)
+        pause = min(wanted, c.failure_pause_max)
+        if pause <= 0 or self.draining:
+            return
+        self.collector.backoff(rec.target, pause)
+        gevent.sleep(pause)
 
     def _take_index(self, t: str, ps: PlanStep) -> int | None:
         budget = ps.step.max_requests
@@ -173,7 +196,8 @@ class LLMRun:
             if self.current is not ps:
                 return
             spec = self.source.get(sess * self.source.turns_max + turn)
-            self.issue(t, transport, spec, ps, None)
+            rec = self.issue(t, transport, spec, ps, None)
+            self._pace(user, rec)
             if spec.think_time and turn < turns - 1:
                 gevent.sleep(spec.think_time)
 
@@ -188,6 +212,7 @@ class LLMRun:
             target.base_url or "",
             connect_timeout_s=self.sc.client.connect_timeout,
             read_timeout_s=self.sc.client.read_timeout,
+            first_byte_timeout_s=self.sc.client.first_byte_timeout,
             concurrency=cap,
         )
         slots = BoundedSemaphore(cap)
@@ -224,7 +249,7 @@ class LLMRun:
     # --- one request ------------------------------------------------------
     def issue(
         self, t: str, transport: GeventTransport, spec: RequestSpec, ps: PlanStep, intended: float | None
-    ) -> None:
+    ) -> RequestRecord:
         target = self.targets[t]
         wl = self.sc.workload
         req = build_request(
@@ -274,8 +299,10 @@ class LLMRun:
             self._streams.discard(me)
         windows.done(tokens, rec)
         self._done(rec)
+        return rec
 
     def _done(self, rec: RequestRecord) -> None:
+        rec.error = self._mask(rec.error)
         self.collector.record(rec)
         exc = None if rec.ok else LLMFailure(f"{rec.status}: {rec.error or ''}".strip())
         self.env.events.request.fire(

@@ -33,6 +33,7 @@ from llmload.locust.telemetry_hook import (
     write_summary_points,
 )
 from llmload.locust.users import make_user_class
+from llmload.rebuild import RUN_INFO, run_info
 from llmload.scenario import validate_data
 from llmload.sinks.terminal import render_table
 from llmload.yamlsrc import InputError
@@ -172,6 +173,9 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     progress = bool(options.headless) and not options.llm_quiet
     conductor = Conductor(run, results_dir, distributed=distributed, progress=progress)
     conductor.run_id = run_id  # type: ignore[attr-defined]
+    conductor.results.write_json(
+        RUN_INFO, run_info(sc, run_id, "distributed" if distributed else "local", time.time())
+    )
     STATE.run, STATE.conductor = run, conductor
     try:
         STATE.sink = make_sink(
@@ -184,9 +188,7 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     conductor.scraper = TelemetryScraper(sc, conductor.results)
     conductor.scraper.start()  # now, during readiness: its baseline scrape comes before any load
     conductor.send_scenario = send_scenario
-    environment.user_classes = [
-        make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets
-    ]
+    environment.user_classes = [make_user_class(t, run) for t in sc.targets]
     shape = PlanShape(conductor)
     shape.runner = runner
     environment.shape_class = shape
@@ -232,9 +234,7 @@ def _on_scenario_message(msg: Any, **_: Any) -> None:
     # This worker's own llm_request points (tagged with its id); spooled locally if InfluxDB is down.
     spool = Path("llmload-spool") / str(data.get("run_id", "run")) / str(runner.client_id)
     STATE.sink = make_sink(sc, str(data.get("run_id", "run")), spool, str(runner.client_id), run.collector)
-    env.user_classes = [
-        make_user_class(t, run, sc.client.connect_timeout, sc.client.read_timeout) for t in sc.targets
-    ]
+    env.user_classes = [make_user_class(t, run) for t in sc.targets]
     env.stop_timeout = sc.load.stop_grace
     run.start_lag_monitor()
     d = STATE.pending_step
@@ -294,6 +294,20 @@ def send_scenario(c: Conductor, runner: Any) -> None:
     c.scenario_sent_to = list(ids)
 
 
+@events.test_stop.add_listener
+def _worker_ready_at_once(environment: Any, **_: Any) -> None:
+    """A worker whose users have stopped is ready for the next test now, not stop_grace later.
+
+    After a test Locust's worker sleeps ``stop_timeout`` (load.stop_grace, 60 s by default) before
+    it tells the master it is ready again, and until then the master refuses New ("before at least
+    one worker processes has connected"). The master has already drained or cut the streams
+    (MSG_DRAIN, MSG_ABORT) and this worker's users have ended; the next scenario message sets
+    stop_grace again.
+    """
+    if isinstance(environment.runner, WorkerRunner):
+        environment.stop_timeout = 0
+
+
 @events.report_to_master.add_listener
 def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
     if STATE.run is not None:
@@ -318,8 +332,10 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     if c.finalized:  # the web UI's Stop wrote it already, or a second signal's shutdown
         return
     if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
+        c.finalized = True
         discard_unstarted(c)
         _stop_prepared()
+        STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None
         return
     c.finish_drain()  # the web UI quitting mid-test: in-flight streams end within stop_grace
     c.finalized = True
@@ -364,7 +380,7 @@ def discard_unstarted(c: Conductor) -> None:
 def remove_unused_results(d: Path) -> None:
     """A run built but never started leaves empty files only: remove them (and nothing else)."""
     names = {p.name for p in d.iterdir()} if d.is_dir() else set()
-    if not names <= {"requests.jsonl", "timeseries.jsonl", "events.jsonl", "telemetry.jsonl"}:
+    if not names <= {"requests.jsonl", "timeseries.jsonl", "events.jsonl", "telemetry.jsonl", RUN_INFO}:
         return
     if any((d / n).stat().st_size for n in ("requests.jsonl", "timeseries.jsonl") if n in names):
         return

@@ -14,13 +14,12 @@ import subprocess
 import sys
 import time
 
-from llmload.cli import LOCUSTFILE
+from llmload.cli import LOCUSTFILE, ArgParser
+from llmload.yamlsrc import InputError
 
 
 def _parser(cmd: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog=f"llmload {cmd}", description=f"llmload {cmd} (extra args go to Locust)"
-    )
+    ap = ArgParser(prog=f"llmload {cmd}", description=f"llmload {cmd} (extra args go to Locust)")
     ap.add_argument("scenario")
     ap.add_argument("--results", default="", help="results directory")
     ap.add_argument(
@@ -56,7 +55,6 @@ def _influx_override(a: argparse.Namespace, sc: object) -> dict | None:
     from pydantic import ValidationError
 
     from llmload.sinks.influx_config import InfluxConfig, influx_config_from_args
-    from llmload.yamlsrc import InputError
 
     given = any(v is not None for k, v in vars(a).items() if k.startswith("influx"))
     if not given:
@@ -64,9 +62,51 @@ def _influx_override(a: argparse.Namespace, sc: object) -> dict | None:
     base = InfluxConfig.model_validate(sc.influx) if getattr(sc, "influx", None) else None  # type: ignore[attr-defined]
     try:
         cfg = influx_config_from_args(a, base)
-    except (ValidationError, ValueError) as e:
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        option = "--influx" if field in ("url", "") else f"--influx ({field})"
+        raise InputError(f"{option}: {err['msg'].removeprefix('Value error, ')}") from None
+    except ValueError as e:
         raise InputError(f"--influx: {str(e).splitlines()[0]}") from None
     return cfg.model_dump(exclude_none=True) if cfg is not None else None
+
+
+def check_targets_option(value: str, names: list[str]) -> None:
+    unknown = [w for w in (x.strip() for x in value.split(",")) if w and w not in names]
+    if unknown:
+        raise InputError(
+            f"--targets: unknown target(s) {', '.join(unknown)} (the scenario has {', '.join(names)})"
+        )
+
+
+def check_results_dir(path: str) -> None:
+    """--results must be a directory that exists or can be created (nothing is created here)."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--results {path}: exists and is not a directory")
+    parent = p
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"--results {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--results {path}: cannot create it: {parent} is not writable")
+
+
+def check_port_free(option: str, host: str, port: int) -> None:
+    """A port another process holds is one line and exit 2, not Locust's tracebacks after start-up."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as e:
+        raise InputError(f"{option} {port}: cannot listen on {host}:{port}: {e.strerror}") from None
 
 
 def _free_port() -> int:
@@ -84,11 +124,17 @@ def run_command(cmd: str, argv: list[str]) -> int:
         a.set = ["simulate=true", *a.set]
     # Validate first: a bad file is one line and exit 2, before Locust starts.
     from llmload.scenario import load_scenario
-    from llmload.yamlsrc import InputError
 
     try:
         sc = load_scenario(a.scenario, a.set)
         influx = _influx_override(a, sc)
+        check_targets_option(a.targets, [t.name for t in sc.targets])
+        if a.results:
+            check_results_dir(a.results)
+        if cmd in ("ui", "master"):
+            check_port_free("--web-port", a.web_host, a.web_port)
+        if getattr(a, "master_bind_port", 0):
+            check_port_free("--master-bind-port", a.master_bind_host, a.master_bind_port)
     except InputError as e:
         print(f"llmload: {e}", file=sys.stderr)
         return 2
@@ -149,9 +195,7 @@ def _stop(p: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
 
 
 def worker_command(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
-        prog="llmload worker", description="a Locust worker for llmload (no scenario needed)"
-    )
+    ap = ArgParser(prog="llmload worker", description="a Locust worker for llmload (no scenario needed)")
     ap.add_argument("--master-host", default="127.0.0.1")
     ap.add_argument("--master-port", type=int, default=5557)
     a, extra = ap.parse_known_args(argv)

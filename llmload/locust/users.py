@@ -35,6 +35,8 @@ class LLMUser(FastHttpUser):
     llm_run: LLMRun | None = None
     target_name: str = ""
     read_timeout: float = 120.0
+    first_byte_timeout: float = 300.0
+    llm_failures_in_a_row: int = 0  # failure pacing (controller._pace)
 
     @task
     def stream(self) -> None:
@@ -44,19 +46,26 @@ class LLMUser(FastHttpUser):
             return
         if not hasattr(self, "_transport"):
             client = self.client.client.clientpool.get_client(URL(self.host))
-            self._transport = GeventTransport(self.host, client=client, read_timeout_s=self.read_timeout)
+            self._transport = GeventTransport(
+                self.host,
+                client=client,
+                read_timeout_s=self.read_timeout,
+                first_byte_timeout_s=self.first_byte_timeout,
+            )
         run.closed_loop_iteration(self, self._transport)
 
 
-def make_user_class(target: Any, run: LLMRun, connect_timeout: float, read_timeout: float) -> type[LLMUser]:
+def make_user_class(target: Any, run: LLMRun) -> type[LLMUser]:
+    client = run.sc.client
     attrs = {
         "host": target.base_url or "http://127.0.0.1",
         "target_name": target.name,
         "llm_run": run,
         "weight": 1,
-        "connection_timeout": connect_timeout,
+        "connection_timeout": client.connect_timeout,
         "network_timeout": None,  # reads block; the transport's watchdog enforces read_timeout
-        "read_timeout": read_timeout,
+        "read_timeout": client.read_timeout,
+        "first_byte_timeout": client.first_byte_timeout,
         "concurrency": 1,
         "max_retries": 0,
         "insecure": False,

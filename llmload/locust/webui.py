@@ -8,7 +8,8 @@ Usage: the plugin calls ``register(web_ui, rows=..., before_swarm=...)`` from ``
 - The figures come from the Conductor (``Conductor.live_rows()``, backed by ``liveview.LiveView``): the
   request lines and interval rows its Aggregator merged (every worker's, in distributed mode),
   never from Locust's rounded statistics.
-- ``GET ./llmload/live`` answers the rows as JSON, ``GET ./llmload/live.csv`` as CSV.
+- ``GET ./llmload/live`` answers the rows as JSON, ``GET ./llmload/live.csv`` as CSV, and
+  ``GET ./llmload/status`` the run's id, state, verdict and results directory (shown above the table).
 - ``before_swarm`` runs before Locust's ``POST /swarm`` handler, so a scenario chosen in the
   start form is loaded (user classes and shape in place) before Locust spawns anything.
 """
@@ -27,7 +28,7 @@ from llmload.locust.liveview import COLUMNS, WINDOW_S, display_rows, to_csv
 TAB_KEY = "llm"
 TAB_SCRIPT = """
 (function () {
-  var KEY = %(key)s, CAPTION = %(caption)s;
+  var KEY = %(key)s, CAPTION = %(caption)s, STATUS = "";
   function apply() {
     var onTab = new URLSearchParams(window.location.search).get("tab") === KEY;
     var box = document.getElementById("llmload-tab-head");
@@ -44,11 +45,25 @@ TAB_SCRIPT = """
     link.id = "llmload-csv";
     link.href = "./llmload/live.csv";
     link.textContent = "Download LLM table CSV";
+    var run = document.createElement("div");
+    run.id = "llmload-run-status";
+    run.style.marginTop = "4px";
+    run.textContent = STATUS;
     box.appendChild(cap);
     box.appendChild(link);
+    box.appendChild(run);
     table.parentNode.insertBefore(box, table);
   }
+  function poll() {
+    fetch("./llmload/status").then(function (r) { return r.json(); }).then(function (s) {
+      STATUS = s.line || "";
+      var el = document.getElementById("llmload-run-status");
+      if (el) el.textContent = STATUS;
+    }).catch(function () {});
+  }
   setInterval(apply, 500);
+  setInterval(poll, 2000);
+  poll();
 })();
 """
 
@@ -64,6 +79,7 @@ def register(
     web_ui: Any,
     rows: Callable[[], list[dict[str, Any]]],
     before_swarm: Callable[[dict[str, str]], str | None] | None = None,
+    status: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """Add the LLM tab, its JSON/CSV routes and the start-form hook to Locust's web UI."""
     from flask import Blueprint, Response, jsonify, make_response, request
@@ -84,6 +100,12 @@ def register(
     @auth
     def live() -> Response:
         return jsonify({"columns": [{"key": k, "title": t} for k, t in COLUMNS], "rows": rows()})
+
+    @bp.route("/llmload/status")
+    @auth
+    def run_status() -> Response:
+        """The current (or last) run: its id, state, verdict and results directory, and one line of them."""
+        return jsonify(status() if status is not None else {})
 
     @bp.route("/llmload/live.csv")
     @auth

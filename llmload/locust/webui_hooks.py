@@ -20,6 +20,7 @@ from llmload.yamlsrc import InputError
 class _WebState:
     loaded: tuple[str, str, tuple[str, ...]] | None = None  # (scenario, targets, --set) of the current run
     last: Conductor | None = None  # the run the LLM tab shows (kept after it finished)
+    last_verdict: str | None = None  # its verdict, once its results are written
 
 
 WEB = _WebState()
@@ -35,7 +36,30 @@ def _webui_on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) 
     if STATE.conductor is not None and opts is not None:
         WEB.loaded = _webui_key(opts, opts.scenario, opts.llm_targets)
         WEB.last = STATE.conductor
-    webui.register(web_ui, rows=_webui_rows, before_swarm=lambda form: webui_before_swarm(environment, form))
+    webui.register(
+        web_ui,
+        rows=_webui_rows,
+        before_swarm=lambda form: webui_before_swarm(environment, form),
+        status=_webui_status,
+    )
+
+
+def _webui_status() -> dict[str, Any]:
+    """The LLM tab's status line: which run, running or how it ended, and where its results are."""
+    c = STATE.conductor or WEB.last
+    if c is None:
+        return {"line": "no run yet: choose a scenario and press Start"}
+    finished = c is WEB.last and STATE.conductor is None and WEB.last_verdict is not None
+    state = "finished" if finished else {"init": "ready", "done": "stopping"}.get(c.state, "running")
+    verdict = WEB.last_verdict if finished else None
+    line = f"run {c.run_id}: {verdict if verdict else state}; results: {c.results.dir}"
+    return {
+        "run_id": c.run_id,
+        "state": state,
+        "verdict": verdict,
+        "results_dir": str(c.results.dir),
+        "line": line,
+    }
 
 
 def _webui_rows() -> list[dict[str, Any]]:
@@ -96,6 +120,37 @@ def _webui_on_test_start(environment: Any, **_: Any) -> None:
         STATE.conductor.live_rows()  # attach the tab's view before the first request line arrives
 
 
+@events.test_stopping.add_listener
+def _webui_on_test_stopping(environment: Any, **_: Any) -> None:
+    """The web UI's Stop: cut the open streams now, before Locust waits for its users.
+
+    Locust's POST /stop returns only once every user has ended, waiting up to stop_timeout
+    (load.stop_grace, 60 s by default) for users in the middle of a stream: the page showed
+    CLEANUP with a LOADING button and frozen figures for 70 s and more. Stop means stop: the
+    streams open now are recorded ``aborted`` with their partial figures, and the page turns to
+    stopped, with the run's final figures, as soon as the results are written.
+    """
+    opts = environment.parsed_options
+    c = STATE.conductor
+    if opts is None or opts.headless or getattr(environment, "web_ui", None) is None:
+        return
+    if c is None or isinstance(environment.runner, WorkerRunner) or c.state in ("init", "done"):
+        return
+    c.aborted, c.cut_why = True, "stopped from the web UI"
+    _cut_now(environment, c)
+
+
+def _cut_now(environment: Any, c: Conductor) -> None:
+    """Stop new requests and cut the open streams now (each recorded ``aborted``)."""
+    c.stop_reason = c.stop_reason or "stopped from the web UI"
+    c.run.start_draining()
+    if c.distributed:
+        environment.runner.send_message(MSG_DRAIN, {})
+        environment.runner.send_message(MSG_ABORT, {})
+    else:
+        c.run.abort_inflight()
+
+
 @events.test_stop.add_listener
 def _webui_on_test_stop(environment: Any, **_: Any) -> None:
     """Web UI: a stopped test writes its results now, as headless runs do when quitting.
@@ -106,7 +161,8 @@ def _webui_on_test_stop(environment: Any, **_: Any) -> None:
     opts = environment.parsed_options
     if opts is None or opts.headless or getattr(environment, "web_ui", None) is None:
         return
-    if STATE.conductor is not None and not isinstance(environment.runner, WorkerRunner):
+    c = STATE.conductor
+    if c is not None and c.state != "init" and not isinstance(environment.runner, WorkerRunner):
         _webui_finish(environment)
 
 
@@ -116,21 +172,15 @@ def _webui_finish(environment: Any) -> None:
     c = STATE.conductor
     assert c is not None
     if c.state != "done":  # stopped from the UI before the plan ended: cut what is still open
-        c.stop_reason = c.stop_reason or "stopped from the web UI"
         c.state = "done"
-        c.run.start_draining()
-        if c.distributed:
-            environment.runner.send_message(MSG_DRAIN, {})
-            environment.runner.send_message(MSG_ABORT, {})
-        else:
-            c.run.abort_inflight()
+        _cut_now(environment, c)
     deadline = time.monotonic() + (8.0 if c.distributed else 0.0)
     while time.monotonic() < deadline:  # the workers' last reports (every 3 s)
         c.pull()
         if c.drained():
             break
         gevent.sleep(0.2)
-    WEB.last = c
+    WEB.last, WEB.last_verdict = c, None
     STATE.summary = None
     try:
         _on_quitting(environment)
@@ -138,5 +188,6 @@ def _webui_finish(environment: Any) -> None:
             from llmload.locust.liveview import LiveView
 
             LiveView.of(c).finish(STATE.summary)  # the tab now shows the results just written
+            WEB.last_verdict = str(STATE.summary["run"].get("verdict") or STATE.summary["run"]["status"])
     finally:
         STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None

@@ -7,6 +7,7 @@ Exit codes: 0 fine, 1 SLO missed (report) or a significant regression with --fai
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -57,6 +58,8 @@ def report_main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, help="write only the HTML report, to this file")
 
     def body(args: argparse.Namespace) -> int:
+        if not (args.results_dir / "summary.json").exists() and args.results_dir.is_dir():
+            _rebuild(args.results_dir)
         if args.output is not None:
             rep = build_report(args.results_dir)
             args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -70,8 +73,8 @@ def report_main(argv: list[str] | None = None) -> int:
             status, slo_passed, failed = out.status, out.slo_passed, out.failed
         for r in failed:
             print(f"SLO missed: {r.target}: {r.describe()}")
-        if status == "invalid":
-            print("run status: invalid")
+        if status in ("invalid", "incomplete"):
+            print(f"run status: {status}")
             return EXIT_INVALID_RUN
         if slo_passed is None:
             print("SLOs: none set")
@@ -80,6 +83,23 @@ def report_main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED if slo_passed is False else EXIT_OK
 
     return _run("llmload report", parser, argv, body)
+
+
+def _rebuild(results_dir: Path) -> None:
+    """A run killed before its end left no summary.json: build it again from its lines (llmload.rebuild)."""
+    from llmload.rebuild import rebuild_summary
+    from llmload.yamlsrc import InputError
+
+    try:
+        summary = rebuild_summary(results_dir)
+    except InputError as e:
+        raise BadResults(str(e)) from None
+    path = results_dir / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    sent = sum(t["requests"]["sent"] for t in summary["targets"].values())
+    print(f"rebuilt {path} from requests.jsonl ({sent} requests): status incomplete")
 
 
 def _parse_map(items: list[str]) -> dict[str, str]:

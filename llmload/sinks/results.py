@@ -47,7 +47,11 @@ class ResultsWriter:
                 f.flush()
 
     def summary(self, data: dict[str, Any]) -> Path:
-        path = self.dir / "summary.json"
+        return self.write_json("summary.json", data)
+
+    def write_json(self, name: str, data: dict[str, Any]) -> Path:
+        """Write a whole JSON file atomically (a reader never sees half of it)."""
+        path = self.dir / name
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
         tmp.replace(path)
