@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the system packages the test suite uses, when missing (Debian/Ubuntu, as root or with sudo):
 # InfluxDB 1.x and VictoriaMetrics (telemetry tests), Chromium + driver (browser tests),
-# docker-compose 1.x and shellcheck (offline compose and entry-script validation). Safe to run repeatedly.
+# docker-compose 1.x and shellcheck (offline compose and entry-script validation), iproute2 (network
+# namespaces: a worker host whose link a test cuts). Safe to run repeatedly.
 set -euo pipefail
 need=()
 command -v influxd >/dev/null 2>&1 || need+=(influxdb)
@@ -10,6 +11,7 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
