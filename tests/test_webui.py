@@ -219,12 +219,13 @@ def test_stop_with_streams_in_flight_turns_the_page_to_stopped_without_a_reload(
         for t in ("fast-a", "fast-b"):
             assert num(final[t]["Requests"]) == summary["targets"][t]["requests"]["sent"]
         # Above the table: how the run ended and where its results are.
+        verdict = summary["run"]["verdict"]
         line = wait_for(
-            "the run's status line",
-            lambda: (x := page.locator("#llmload-run-status").text_content() or "") and str(run) in x and x,
-            15,
+            "the run's verdict in its status line",
+            lambda: (x := page.locator("#llmload-run-status").text_content() or "") and verdict in x and x,
+            30,
         )
-        assert summary["run"]["verdict"] in line and summary["run"]["run_id"] in line, line
+        assert str(run) in line and summary["run"]["run_id"] in line, line
         page.screenshot(path=str(ARTIFACTS / "webui-stopped-inflight.png"), full_page=True)
         assert not page.page_errors, page.page_errors
     finally:

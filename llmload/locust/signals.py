@@ -1,6 +1,6 @@
 """SIGINT (Ctrl-C) and SIGTERM (docker stop, a pod eviction, a CI timeout) end a run truthfully.
 
-    signals = RunSignals(environment, headless=True, on_before_load=stop_sims)
+    signals = RunSignals(env, headless=True, conductor=lambda: STATE.conductor, on_before_load=stop_sims)
     signals.install()          # from events.init, on a local runner or a master (not on workers)
 
 The first signal stops new requests and lets in-flight streams finish within ``load.stop_grace``;
@@ -51,7 +51,6 @@ class RunSignals:
         self.headless = headless
         self.conductor = conductor  # the current run's Conductor, or None
         self.on_before_load = on_before_load  # stop what setup started (simulators)
-        self.received: list[str] = []
         self._watchers: list[Any] = []
 
     def install(self) -> None:
@@ -62,7 +61,6 @@ class RunSignals:
 
     def on_signal(self, sig: signal.Signals) -> None:
         name = signal.Signals(sig).name
-        self.received.append(name)
         c = self.conductor()
         if c is None and self.headless:  # still starting simulators or waiting for the targets
             self._before_load(name)
@@ -72,7 +70,7 @@ class RunSignals:
             if sig == signal.SIGINT:  # quit as Locust quits on Ctrl-C (SIGTERM: Locust's own handler)
                 self._throw(KeyboardInterrupt())
             return
-        first = c.interrupted is None
+        first = c.interrupted is None and c.state != "done"  # "done": the run is being written already
         if first:
             print(
                 f"llmload: {name}: stopping; in-flight streams may finish within "
