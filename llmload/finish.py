@@ -110,7 +110,9 @@ def finalize(
             code = EXIT_INVALID
     aborted = sum(st.by_class.get("aborted", 0) for st in window.values())
     if aborted:
-        why = c.cut_why or f"the test stopped ({sc.load.stop_grace:g} s stop_grace)"
+        # No signal, no web UI Stop: stop_grace ran out, whether llmload's tick or Locust's own
+        # stop_timeout (the same stop_grace) cut them first.
+        why = c.cut_why or f"stop grace of {sc.load.stop_grace:g} s ran out"
         reasons.append(
             f"{aborted} in-flight stream(s) were cut: {why} (status aborted, partial figures kept in requests.jsonl)"
         )
