@@ -164,4 +164,7 @@ def test_a_worker_host_cut_off_mid_run_is_detected_and_nothing_is_counted_twice(
     assert summary["targets"]["fast"]["requests"]["sent"] == len(lines)
     # What the cut worker reported before the cut is kept and counted.
     assert sum(1 for x in lines if x["worker"] == lost["worker"]) > 0
+    # The worker that stayed keeps its run: what it sent after the loss is recorded and reported
+    # (a scenario sent to it again would have replaced the run its users issue on).
+    assert any(x["worker"] != lost["worker"] and x["start_time"] > lost["t"] for x in lines)
     assert "verdict: degraded" in log

@@ -223,3 +223,63 @@ def test_sigkill_loses_at_most_an_interval_and_report_rebuilds_the_summary(
     assert t["requests"]["sent"] == len(kept) and t["requests"]["ok"] == len(kept)
     assert t["throughput"]["output_tok_s"] > 0 and t["latency_ms"]["ttft"]["p50"] is not None
     assert (out / "report.html").exists() and "incomplete" in (out / "report.md").read_text()
+
+
+def test_sigterm_to_one_worker_reports_its_streams_before_it_leaves(tmp_path: Path, sse_server: str) -> None:
+    """A worker evicted mid-run drains and reports its streams: lost (exit 3), but nothing unaccounted."""
+    import uuid
+
+    import httpx
+
+    out, mlog = tmp_path / "r", tmp_path / "master.log"
+    key = uuid.uuid4().hex
+    spec = {"mode": "timed", "n": 40, "first_ms": 5, "interval_ms": 50}  # 2 s streams
+    body = json.dumps({"llmload_test": {"mode": "cycle", "key": key, "specs": [spec]}})
+    scn = tmp_path / "s.yaml"
+    scn.write_text(
+        f"{TOLERANT_CLIENT}\n"
+        f"targets:\n  - name: slow\n    kind: openai\n    base_url: '{sse_server}'\n    model: test-model\n"
+        f"    extra_body: {body}\n"
+        "load: {users: 4, duration: 16s, warmup: 0s, stop_grace: 60s}\n"
+    )
+    port = free_port()
+    master = start(
+        "run",
+        str(scn),
+        "--results",
+        str(out),
+        "--expect-workers",
+        "2",
+        "--master-bind-port",
+        str(port),
+        "--no-reports",
+        log=mlog,
+    )
+    wlogs = [tmp_path / f"w{i}.log" for i in range(2)]
+    workers = [start("worker", "--master-port", str(port), log=w) for w in wlogs]
+    try:
+        wait_for_streams(out, master, mlog)
+        workers[0].send_signal(signal.SIGTERM)
+        wrc, wtext = finished(workers[0], wlogs[0])
+        rc, text = finished(master, mlog, timeout_s=150)
+    finally:
+        for p in (master, *workers):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert wrc == 143, wtext[-3000:]
+    assert "Traceback" not in wtext and "leaving" in wtext
+    assert rc == 3, text[-3000:]  # the plan lost a worker's share: degraded, exit 3
+    summary, lines, events = results_of(out)
+    run = summary["run"]
+    assert run["status"] == "degraded"
+    (lost,) = run["lost_workers"]
+    assert "SIGTERM" in lost["reason"] and lost["unaccounted"] == {"slow": 0}, lost
+    kinds = [e["kind"] for e in events]
+    assert "worker_leaving" in kinds and "worker_lost" in kinds
+    # The leaving worker's streams finished within stop_grace and were reported: all ok, none lost.
+    gone = [x for x in lines if x["worker"] == lost["worker"]]
+    assert gone and all(x["status"] == "ok" for x in gone), [x["status"] for x in gone]
+    assert all(x["status"] == "ok" for x in lines)
+    tally = httpx.get(f"{sse_server}/llmload_test/stats?key={key}", timeout=5).json()
+    assert tally["received"] == len(lines) == summary["targets"]["slow"]["requests"]["sent"]

@@ -62,7 +62,11 @@ class Conductor:
         self.sinks: list[Any] = []  # objects with interval(row) / event(kind, text)
         self.scraper: Any = None  # TelemetryScraper (engine /metrics, DCGM text -> telemetry.jsonl)
         self.run_id = ""
-        self.scenario_sent_to: list[str] = []
+        self.worker_slots: dict[
+            str, int
+        ] = {}  # worker -> its share of the plan, k of worker_count (-1: none)
+        self.worker_count = 0
+        self.generation = 0  # how many times workers were given the scenario (the start, late joiners)
         self._last_tick: tuple[int, float, list[Any] | None] | None = None
         self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
         self.send_scenario: Any = None  # plugin.send_scenario (master), set by the plugin
@@ -273,6 +277,29 @@ class Conductor:
                 return
             self.agg.merge(delta)
 
+    def worker_leaving(self, wid: str, reason: str, in_flight: int) -> None:
+        """A worker was told to stop (departure.py): it drains its streams, then reports them."""
+        self.event(
+            "worker_leaving", f"worker {wid} leaving ({reason}): {in_flight} stream(s) in flight", worker=wid
+        )
+        log.warning(
+            "llmload: worker %s leaving (%s); waiting for its %d in-flight stream(s)", wid, reason, in_flight
+        )
+
+    def worker_left(self, wid: str, reason: str) -> None:
+        """A worker left after its final report: every record it sent is here.
+
+        Before the plan's end its share of the plan is never sent: a lost worker (degraded, exit 3
+        unless --allow-worker-loss), named with its reason. While the run is already stopping, no loss.
+        """
+        if self.frozen or any(w["worker"] == wid for w in self.lost_workers):
+            return
+        if self.state in ("draining", "done") or self.interrupted is not None:
+            self.event("worker_left", f"worker {wid} left ({reason}) while the run was stopping", worker=wid)
+            self.known_workers.pop(wid, None)
+            return
+        self._lose(wid, time.time(), f"left mid-run ({reason})")
+
     def check_workers(self, now: float) -> None:
         runner = self.env.runner
         clients = getattr(runner, "clients", {})
@@ -282,20 +309,25 @@ class Conductor:
             c = clients.get(wid) if hasattr(clients, "get") else None
             missing = c is None or getattr(c, "state", "") == "missing"
             if missing or now - seen > WORKER_LOST_AFTER_S:
-                unaccounted = {
-                    t: max(0, self.agg.sent.get(wid, {}).get(t, 0) - self.agg.completed_by(wid, t))
-                    for t in self.run.targets
-                }
-                self.lost_workers.append(
-                    {"worker": wid, "t": now, "last_report": seen, "unaccounted": unaccounted}
-                )
-                self.agg.forget_worker(wid)
-                self.reasons.append(
-                    f"worker {wid} lost at {time.strftime('%H:%M:%S', time.gmtime(now))}Z "
-                    f"(last report {now - seen:.1f} s earlier; requests sent but never reported: {unaccounted})"
-                )
-                self.event("worker_lost", f"worker {wid} stopped reporting", worker=wid)
-                log.error("llmload: worker %s lost (no report for %.1f s)", wid, now - seen)
+                self._lose(wid, now, "stopped reporting")
+
+    def _lose(self, wid: str, now: float, why: str) -> None:
+        """Count a worker out: what it reported stays, what it sent and never reported is named."""
+        seen = self.known_workers.get(wid, now)
+        unaccounted = {
+            t: max(0, self.agg.sent.get(wid, {}).get(t, 0) - self.agg.completed_by(wid, t))
+            for t in self.run.targets
+        }
+        self.lost_workers.append(
+            {"worker": wid, "t": now, "last_report": seen, "reason": why, "unaccounted": unaccounted}
+        )
+        self.agg.forget_worker(wid)
+        self.reasons.append(
+            f"worker {wid} lost at {time.strftime('%H:%M:%S', time.gmtime(now))}Z: {why} "
+            f"(last report {now - seen:.1f} s earlier; requests sent but never reported: {unaccounted})"
+        )
+        self.event("worker_lost", f"worker {wid} {why}", worker=wid)
+        log.error("llmload: worker %s lost: %s (last report %.1f s earlier)", wid, why, now - seen)
 
     def event(self, kind: str, text: str, **extra: Any) -> None:
         self.results.event(kind, text, **extra)

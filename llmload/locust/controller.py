@@ -27,7 +27,8 @@ from llmload.runstate import WARMUP, Collector
 from llmload.secrets import Masker, secret_values
 from llmload.transport import GeventTransport
 
-NO_IGNORE_EOS = ("openai",)  # kinds whose API rejects the vLLM-style ignore_eos field
+NO_IGNORE_EOS = ("openai",)
+GENERATION_BLOCK = 1_000_000_000  # kinds whose API rejects the vLLM-style ignore_eos field
 
 
 class LLMFailure(Exception):
@@ -71,6 +72,7 @@ class LLMRun:
         worker_id: str = "local",
         worker_index: int = 0,
         worker_count: int = 1,
+        generation: int = 0,
     ) -> None:
         self.env = environment
         self.sc = scenario
@@ -88,7 +90,9 @@ class LLMRun:
         self.run_t0: float | None = None  # wall time the first step started
         self.measure_start: float | None = None
         self.target_measure_start: dict[str, float] = {}  # warm-up ends per target (sequential: each its own)
-        self._counters = dict.fromkeys(self.targets, 0)
+        # Closed-loop request indexes: a worker that joined mid-run (generation g) counts from its
+        # own block, so it never repeats an index the worker whose slot it took had used.
+        self._counters = dict.fromkeys(self.targets, generation * GENERATION_BLOCK)
         self._step_counts = dict.fromkeys(self.targets, 0)
         self._drivers = Group()
         self._open_requests = Group()
@@ -120,7 +124,7 @@ class LLMRun:
             else:
                 counter.close(t, t0)
         self._step_counts = dict.fromkeys(self.targets, 0)
-        if ps.step.open_loop:
+        if ps.step.open_loop and self.k >= 0:  # k < 0: a worker with no share of the plan (joined late)
             for t in ps.targets:
                 self._drivers.spawn(self._drive_open_loop, ps, t, t0)
 
@@ -132,6 +136,9 @@ class LLMRun:
             self.collector.streamed.close(t, now)
         self._drivers.kill(block=False)
 
+    def streams_open(self) -> int:
+        return len(self._streams)
+
     def abort_inflight(self) -> None:
         """Cut every open stream now (each is recorded as ``aborted``) and stop open-loop arrivals."""
         self._drivers.kill(block=False)
@@ -142,7 +149,7 @@ class LLMRun:
     def closed_loop_iteration(self, user: Any, transport: GeventTransport) -> None:
         ps = self.current
         t = user.target_name
-        if ps is None or ps.step.open_loop or t not in ps.targets or self.draining:
+        if ps is None or ps.step.open_loop or t not in ps.targets or self.draining or self.k < 0:
             gevent.sleep(0.1)
             return
         if self.sc.workload.kind == "multiturn":

@@ -23,6 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from llmload.finish import EXIT_INPUT, finalize
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
+from llmload.locust.departure import MSG_LEAVING, MSG_LEFT, Departure
 from llmload.locust.signals import RunSignals
 from llmload.locust.telemetry_hook import (
     SinkAdapter,
@@ -134,7 +135,11 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
         runner.register_message(MSG_STEP, _on_step_message)
         runner.register_message(MSG_DRAIN, lambda msg, **kw: STATE.run and STATE.run.start_draining())
         runner.register_message(MSG_ABORT, lambda msg, **kw: STATE.run and STATE.run.abort_inflight())
+        Departure(environment, run=lambda: STATE.run).install()  # after the runner's: it runs first
         return
+    if isinstance(runner, MasterRunner):
+        runner.register_message(MSG_LEAVING, _on_worker_leaving)
+        runner.register_message(MSG_LEFT, _on_worker_left)
     STATE.signals = RunSignals(
         environment,
         headless=bool(options.headless),
@@ -227,8 +232,9 @@ def _on_scenario_message(msg: Any, **_: Any) -> None:
         sc,
         role="worker",
         worker_id=runner.client_id,
-        worker_index=data["index"].get(runner.client_id, 0),
+        worker_index=data["slot"],
         worker_count=data["count"],
+        generation=data["generation"],
     )
     STATE.run = run
     # This worker's own llm_request points (tagged with its id); spooled locally if InfluxDB is down.
@@ -277,21 +283,49 @@ def _on_test_start(environment: Any, **_: Any) -> None:
 
 
 def send_scenario(c: Conductor, runner: Any) -> None:
-    """Master: give every connected worker the resolved scenario, its index and the worker count."""
+    """Master: give each worker that has none the resolved scenario, its slot and the worker count.
+
+    A worker keeps its run for the whole test: sending it the scenario again would replace the run
+    its users are issuing on, and their records would never be reported (measured: after one of
+    two workers left, the other's 26 later requests reached the server and no record). The workers
+    connected at the start share the plan by slot (k of n). One that connects later takes the slot
+    of a lost worker (its share of the plan goes on, with request indexes of its own generation) or,
+    with no slot free, idles until the next test.
+    """
     ids = sorted(runner.clients.keys())
-    if ids == sorted(c.scenario_sent_to):
+    new = [cid for cid in ids if cid not in c.worker_slots]
+    if not new:
         return
-    data = {
-        "scenario": c.sc.model_dump(mode="json", exclude_none=True),
-        "source": c.sc.source,
-        "index": {cid: i for i, cid in enumerate(ids)},
-        "count": len(ids),
-        "run_id": c.run_id,
-    }
-    for cid in ids:
+    if not c.worker_slots:
+        c.worker_count = len(ids)
+    lost = {w["worker"] for w in c.lost_workers}
+    held = {k for w, k in c.worker_slots.items() if w not in lost}
+    free = [k for k in range(c.worker_count) if k not in held]
+    c.generation += 1
+    for cid in new:
+        k = free.pop(0) if free else -1
+        c.worker_slots[cid] = k
+        if c.generation > 1:
+            c.event(
+                "worker_joined",
+                f"worker {cid} joined mid-run: "
+                + (
+                    f"takes slot {k} of {c.worker_count}"
+                    if k >= 0
+                    else "no free slot, idle until the next test"
+                ),
+                worker=cid,
+            )
+        data = {
+            "scenario": c.sc.model_dump(mode="json", exclude_none=True),
+            "source": c.sc.source,
+            "slot": k,
+            "count": c.worker_count,
+            "generation": c.generation - 1,
+            "run_id": c.run_id,
+        }
         runner.send_message(MSG_SCENARIO, data, client_id=cid)
         c.known_workers.setdefault(cid, time.time())
-    c.scenario_sent_to = list(ids)
 
 
 @events.test_stop.add_listener
@@ -319,6 +353,18 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None
 def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
     if STATE.conductor is not None:
         STATE.conductor.worker_report(client_id, data)
+
+
+def _on_worker_leaving(msg: Any, **_: Any) -> None:
+    if STATE.conductor is not None:
+        STATE.conductor.worker_leaving(
+            msg.node_id, str(msg.data.get("reason")), int(msg.data.get("in_flight", 0))
+        )
+
+
+def _on_worker_left(msg: Any, **_: Any) -> None:
+    if STATE.conductor is not None:
+        STATE.conductor.worker_left(msg.node_id, str(msg.data.get("reason")))
 
 
 @events.quitting.add_listener
