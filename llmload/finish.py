@@ -108,6 +108,16 @@ def finalize(
             status = "degraded"
         if not allow_worker_loss:
             code = EXIT_INVALID
+    if c.quit_early:
+        # Never ok: the plan did not run to its end and nothing the user set stopped it (Locust
+        # stops a distributed test itself when its last worker goes missing: a partition).
+        reasons.append(
+            "the plan ended early: the test stopped before the plan's end"
+            + (f" ({len(c.lost_workers)} worker(s) lost)" if c.lost_workers else "")
+        )
+        if status == "ok":
+            status = "degraded" if c.lost_workers else "invalid"
+        code = EXIT_INVALID
     aborted = sum(st.by_class.get("aborted", 0) for st in window.values())
     if aborted:
         # No signal, no web UI Stop: stop_grace ran out, whether llmload's tick or Locust's own

@@ -27,16 +27,34 @@ class TargetNotReady(InputError):
     """A target did not become ready in time (exit code 2)."""
 
 
+WILDCARDS = ("", "*", "0.0.0.0", "::")
+
+
 @dataclass
 class SimProcess:
     name: str
     proc: subprocess.Popen[bytes]
     port: int
     log_path: Path
+    host: str = "127.0.0.1"  # where it listens (a distributed master's --master-bind-host)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """The address this host uses (a wildcard listener is reached on loopback)."""
+        return f"http://{'127.0.0.1' if self.host in WILDCARDS else _bracket(self.host)}:{self.port}"
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def rehome(url: str, host: str) -> str:
+    """``url`` with its host replaced: a worker reaches the master's simulator at its --master-host."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    u = urlsplit(url)
+    netloc = _bracket(host) + (f":{u.port}" if u.port else "")
+    return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
 
 
 @dataclass
@@ -67,8 +85,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20.0) -> Prepared:
-    """Start one simulator process per sim target that has no base_url."""
+def start_sims(
+    scenario: Any, log_dir: Path | None = None, timeout_s: float = 20.0, host: str = "127.0.0.1"
+) -> Prepared:
+    """Start one simulator process per sim target that has no base_url, listening on ``host``."""
+    listen = "0.0.0.0" if host in WILDCARDS else host
     prepared = Prepared()
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="llmload-sim-"))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +98,7 @@ def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20
             if t.kind != "sim" or t.base_url is not None or t.sim is None:
                 continue
             port_file = Path(tempfile.mkdtemp(prefix="llmload-port-")) / "port"
-            cmd = [sys.executable, "-m", "llmload.sim", "--host", "127.0.0.1", "--port", "0"]
+            cmd = [sys.executable, "-m", "llmload.sim", "--host", listen, "--port", "0"]
             cmd += ["--port-file", str(port_file)]
             if isinstance(t.sim.profile, dict):
                 cmd += ["--profile-json", json.dumps(t.sim.profile)]
@@ -111,7 +132,7 @@ def start_sims(scenario: Any, log_dir: Path | None = None, timeout_s: float = 20
                     raise TargetNotReady(f"target {t.name}: simulator did not start within {timeout_s:g} s")
                 time.sleep(0.02)
             port = int(port_file.read_text().strip())
-            sp = SimProcess(t.name, proc, port, log_path)
+            sp = SimProcess(t.name, proc, port, log_path, listen)
             prepared.sims.append(sp)
             prepared.overrides.append(f"targets.{t.name}.base_url={sp.base_url}")
             if not t.metrics_url:

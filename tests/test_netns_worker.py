@@ -10,81 +10,30 @@ Without root or iproute2 the test skips (fails when CI=true).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI, ROOT, start_port_file_process, stop_process
+from tests.conftest import ROOT, start_port_file_process, stop_process
+from tests.netns import Hosts, make_hosts
 from tests.servers import free_port
 
 pytestmark = pytest.mark.timeout(240)
 
 
-def sh(*cmd: str) -> None:
-    subprocess.run(cmd, check=True, capture_output=True, timeout=20)
-
-
-class Hosts:
-    """This host (``here``) and one namespace (``ns``) on a /30 of their own."""
-
-    def __init__(self) -> None:
-        tag = uuid.uuid4().hex[:6]
-        self.ns, self.veth_here, self.veth_ns = f"llmw-{tag}", f"vh{tag}", f"vn{tag}"
-        octet = 16 + int(tag, 16) % 200  # a subnet of these namespaces' own
-        self.here, self.there = f"10.253.{octet}.1", f"10.253.{octet}.2"
-
-    def up(self) -> None:
-        sh("ip", "netns", "add", self.ns)
-        sh("ip", "link", "add", self.veth_here, "type", "veth", "peer", "name", self.veth_ns)
-        sh("ip", "link", "set", self.veth_ns, "netns", self.ns)
-        sh("ip", "addr", "add", f"{self.here}/30", "dev", self.veth_here)
-        sh("ip", "link", "set", self.veth_here, "up")
-        sh("ip", "netns", "exec", self.ns, "ip", "addr", "add", f"{self.there}/30", "dev", self.veth_ns)
-        sh("ip", "netns", "exec", self.ns, "ip", "link", "set", self.veth_ns, "up")
-        sh("ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up")
-
-    def cut(self) -> None:
-        sh("ip", "link", "set", self.veth_here, "down")
-
-    def restore(self) -> None:
-        sh("ip", "link", "set", self.veth_here, "up")
-
-    def down(self) -> None:
-        subprocess.run(["ip", "link", "del", self.veth_here], capture_output=True, timeout=20)
-        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=20)
-
-
 @pytest.fixture
 def hosts() -> Iterator[Hosts]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        if IN_CI:
-            pytest.fail("CI=true and network namespaces need root and iproute2")
-        pytest.skip("network namespaces need root and iproute2")
-    h = Hosts()
-    try:
-        h.up()
-    except subprocess.CalledProcessError as e:
-        h.down()
-        if IN_CI:
-            raise
-        pytest.skip(f"cannot create a network namespace here: {e.stderr!r}")
-    try:
-        yield h
-    finally:
-        h.down()
+    yield from make_hosts(a_is_here=True)
 
 
 def worker(hosts: Hosts, port: int, log: Path, in_ns: bool) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "llmload", "worker", "--master-host", hosts.here, "--master-port", str(port)]
     if in_ns:
-        cmd = ["ip", "netns", "exec", hosts.ns, *cmd]
+        cmd = hosts.on("b", cmd)
     with open(log, "wb") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
 
@@ -157,6 +106,7 @@ def test_a_worker_host_cut_off_mid_run_is_detected_and_nothing_is_counted_twice(
     run = summary["run"]
     assert run["status"] == "degraded" and len(run["lost_workers"]) == 1
     lost = run["lost_workers"][0]
+    print(f"detected after {lost['t'] - t_cut:.1f} s")  # for the bench notes (-s)
     assert lost["t"] - t_cut < 20  # noticed within the 8 s silence (+ a tick), not at the end
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     keys = [(x["worker"], x["target"], x["index"]) for x in lines]

@@ -16,7 +16,9 @@ from typing import Any
 
 import gevent
 
+from llmload.finish import EXIT_INPUT
 from llmload.locust.controller import LLMRun
+from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.users import class_name
 from llmload.runstate import Aggregator
 from llmload.sinks.results import ResultsWriter
@@ -56,6 +58,7 @@ class Conductor:
         self.finalized = False  # the run is ending (its results are being written): it ends once
         self.frozen = False  # summary.json is being built: late worker reports change nothing
         self.cut_why = ""  # why open streams were cut (stop_grace ran out, a second signal)
+        self.quit_early = False  # the process quit mid-plan with no signal, no Stop, no stop condition
         self.lost_workers: list[dict[str, Any]] = []
         self.known_workers: dict[str, float] = {}
         self.cpu_samples: list[float] = []
@@ -67,6 +70,9 @@ class Conductor:
         ] = {}  # worker -> its share of the plan, k of worker_count (-1: none)
         self.worker_count = 0
         self.generation = 0  # how many times workers were given the scenario (the start, late joiners)
+        self.sim_targets: list[str] = []  # targets whose simulator this process started
+        self.readiness = WorkerReadiness(self.sc.client.ready_timeout)  # distributed: workers reach targets
+        self.not_ready: str | None = None  # why the workers could not start (nothing was sent)
         self._last_tick: tuple[int, float, list[Any] | None] | None = None
         self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
         self.send_scenario: Any = None  # plugin.send_scenario (master), set by the plugin
@@ -82,6 +88,14 @@ class Conductor:
             self.check_workers(now)
         if self.distributed and self.send_scenario is not None:
             self.send_scenario(self, self.env.runner)
+        if (
+            self.state == "init"
+            and self.distributed
+            and self.interrupted is None
+            and not self.workers_ready()
+        ):
+            self._last_tick = (0, 50.0, None)
+            return self._last_tick
         if self.state == "init":
             self.run_t0 = now
             if self.interrupted is not None:  # a signal came before the first tick: send nothing
@@ -235,9 +249,14 @@ class Conductor:
 
     def finish_drain(self) -> None:
         """Drain to the end here (the web UI quitting mid-run): the shape's ticks may have stopped."""
+        if self.distributed and self.state in ("running", "settle", "draining"):
+            self.check_workers(time.time())  # Locust stops the test itself when its last worker goes missing
         if self.state in ("running", "settle"):
+            self.quit_early = self.interrupted is None and self.stop_reason is None
             self.start_drain(self.interrupted or "the process is quitting")
         while self.state == "draining":
+            if self.distributed:
+                self.check_workers(time.time())
             self.pull()
             self.drain_tick(time.time())
             if self.state == "draining":
@@ -276,6 +295,25 @@ class Conductor:
             if any(w["worker"] == client_id for w in self.lost_workers):
                 return
             self.agg.merge(delta)
+
+    def workers_ready(self) -> bool:
+        """Distributed, before step 0: has every worker reached every target? (readiness.py)"""
+        if self.not_ready is not None:
+            return False
+        lost = {w["worker"] for w in self.lost_workers}
+        live = [w for w, k in self.worker_slots.items() if k >= 0 and w not in lost]
+        why = self.readiness.failure(live)
+        if why is None and not live and lost:
+            why = f"every worker was lost before the start ({', '.join(sorted(lost))})"
+        if why is None:
+            return self.readiness.ready(live)
+        self.not_ready = why
+        print(f"llmload: {why}; nothing was sent", file=sys.stderr, flush=True)
+        self.env.process_exit_code = EXIT_INPUT  # as a target not ready in a local run
+        runner = self.env.runner
+        headless = bool(getattr(self.env.parsed_options, "headless", True))
+        gevent.spawn(runner.quit if headless else runner.stop)  # not from this greenlet: the runner's own
+        return False
 
     def worker_leaving(self, wid: str, reason: str, in_flight: int) -> None:
         """A worker was told to stop (departure.py): it drains its streams, then reports them."""
@@ -416,7 +454,7 @@ class Conductor:
                     log.warning("llmload: sink interval failed: %s", e)
             prog[t] = {**row, "requests_total": self.agg.completed(t)}
         self.results.flush()
-        if self.progress and progress:
+        if self.progress and progress and self.state != "init":  # not while workers check the targets
             sys.stderr.write(progress_line(now - (self.run_t0 or self.started_at), prog) + "\n")
             sys.stderr.flush()
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gevent
 from locust import LoadTestShape, events
 from locust import runners as locust_runners
 from locust.runners import MasterRunner, WorkerRunner
@@ -24,6 +25,7 @@ from llmload.finish import EXIT_INPUT, finalize
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import MSG_LEAVING, MSG_LEFT, Departure
+from llmload.locust.readiness import MSG_REACH, check_from_worker
 from llmload.locust.signals import RunSignals
 from llmload.locust.telemetry_hook import (
     SinkAdapter,
@@ -34,9 +36,11 @@ from llmload.locust.telemetry_hook import (
     write_summary_points,
 )
 from llmload.locust.users import make_user_class
+from llmload.locust.waits import watch_master, watch_workers
 from llmload.rebuild import RUN_INFO, run_info
 from llmload.scenario import validate_data
 from llmload.sinks.terminal import render_table
+from llmload.targets import rehome
 from llmload.yamlsrc import InputError
 
 log = logging.getLogger("llmload")
@@ -105,6 +109,15 @@ def _stop_prepared() -> None:
         STATE.prepared.stop()
 
 
+def _stop_unstarted() -> None:
+    """A signal before the load: drop the run built so far (its empty results) and its simulators."""
+    c = STATE.conductor
+    if c is not None and not c.finalized:
+        c.finalized = True
+        discard_unstarted(c)
+    _stop_prepared()
+
+
 def _fail_input(msg: str) -> None:
     print(f"llmload: {msg}", file=sys.stderr)
     _stop_prepared()
@@ -136,15 +149,23 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
         runner.register_message(MSG_DRAIN, lambda msg, **kw: STATE.run and STATE.run.start_draining())
         runner.register_message(MSG_ABORT, lambda msg, **kw: STATE.run and STATE.run.abort_inflight())
         Departure(environment, run=lambda: STATE.run).install()  # after the runner's: it runs first
+        watch_master(environment, started=lambda: STATE.run is not None)
         return
     if isinstance(runner, MasterRunner):
         runner.register_message(MSG_LEAVING, _on_worker_leaving)
         runner.register_message(MSG_LEFT, _on_worker_left)
+        runner.register_message(MSG_REACH, _on_worker_reach)
+        watch_workers(
+            environment,
+            expect=max(1, int(options.expect_workers or 1)),
+            headless=bool(options.headless),
+            started=lambda: runner.state not in ("ready",),
+        )
     STATE.signals = RunSignals(
         environment,
         headless=bool(options.headless),
         conductor=lambda: STATE.conductor,
-        on_before_load=_stop_prepared,
+        on_before_load=_stop_unstarted,
     )
     STATE.signals.install()
     if not options.scenario:
@@ -164,20 +185,32 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     sc = load_for_options(options)
     check_api_keys(sc)
     overrides: list[str] = []
+    distributed = isinstance(runner, MasterRunner)
     if any(t.kind == "sim" and t.base_url is None for t in sc.targets):
-        STATE.prepared = start_sims(sc)
+        # Distributed: the simulators listen where the master does, and each worker reaches them
+        # through its own --master-host (readiness.py checks that it can).
+        host = str(options.master_bind_host or "0.0.0.0") if distributed else "127.0.0.1"
+        STATE.prepared = start_sims(sc, host=host)
         overrides += STATE.prepared.overrides
         sc = resolve(sc, overrides)
+        if distributed:
+            for sp in STATE.prepared.sims:
+                print(
+                    f"llmload: simulator for target {sp.name} listens on {sp.host}:{sp.port}; "
+                    "workers reach it through their --master-host",
+                    file=sys.stderr,
+                    flush=True,
+                )
     models = wait_ready(sc.targets, timeout_s=sc.client.ready_timeout)
     if models:
         sc = resolve(sc, [f"targets.{name}.model={m}" for name, m in models.items()])
-    distributed = isinstance(runner, MasterRunner)
     run = LLMRun(environment, sc, role="master" if distributed else "local")
     run_id = f"{sc.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     results_dir = Path(options.llm_results) if options.llm_results else Path(sc.output.dir) / run_id
     progress = bool(options.headless) and not options.llm_quiet
     conductor = Conductor(run, results_dir, distributed=distributed, progress=progress)
-    conductor.run_id = run_id  # type: ignore[attr-defined]
+    conductor.run_id = run_id
+    conductor.sim_targets = [sp.name for sp in STATE.prepared.sims] if STATE.prepared is not None else []
     conductor.results.write_json(
         RUN_INFO, run_info(sc, run_id, "distributed" if distributed else "local", time.time())
     )
@@ -225,8 +258,12 @@ def check_api_keys(sc: Any) -> None:
 def _on_scenario_message(msg: Any, **_: Any) -> None:
     env = STATE_ENV.env
     data = msg.data
-    sc = validate_data(data["scenario"], {}, data.get("source", "master"))
+    sims = list(data.get("sims") or [])
     runner = env.runner
+    for t in data["scenario"]["targets"]:  # the master's simulators, at the address this host uses
+        if t["name"] in sims and t.get("base_url"):
+            t["base_url"] = rehome(t["base_url"], env.parsed_options.master_host)
+    sc = validate_data(data["scenario"], {}, data.get("source", "master"))
     run = LLMRun(
         env,
         sc,
@@ -243,6 +280,7 @@ def _on_scenario_message(msg: Any, **_: Any) -> None:
     env.user_classes = [make_user_class(t, run) for t in sc.targets]
     env.stop_timeout = sc.load.stop_grace
     run.start_lag_monitor()
+    gevent.spawn(check_from_worker, env, sc, sims)
     d = STATE.pending_step
     if d is not None and d.get("run_id") == data.get("run_id"):  # a step of this run that came first
         run.apply_step(d["number"], d["t0"], d["run_t0"])
@@ -323,6 +361,7 @@ def send_scenario(c: Conductor, runner: Any) -> None:
             "count": c.worker_count,
             "generation": c.generation - 1,
             "run_id": c.run_id,
+            "sims": c.sim_targets,
         }
         runner.send_message(MSG_SCENARIO, data, client_id=cid)
         c.known_workers.setdefault(cid, time.time())
@@ -360,6 +399,11 @@ def _on_worker_leaving(msg: Any, **_: Any) -> None:
         STATE.conductor.worker_leaving(
             msg.node_id, str(msg.data.get("reason")), int(msg.data.get("in_flight", 0))
         )
+
+
+def _on_worker_reach(msg: Any, **_: Any) -> None:
+    if STATE.conductor is not None:
+        STATE.conductor.readiness.report(msg.node_id, msg.data)
 
 
 def _on_worker_left(msg: Any, **_: Any) -> None:
@@ -428,8 +472,8 @@ def remove_unused_results(d: Path) -> None:
     names = {p.name for p in d.iterdir()} if d.is_dir() else set()
     if not names <= {"requests.jsonl", "timeseries.jsonl", "events.jsonl", "telemetry.jsonl", RUN_INFO}:
         return
-    if any((d / n).stat().st_size for n in ("requests.jsonl", "timeseries.jsonl") if n in names):
-        return
+    if "requests.jsonl" in names and (d / "requests.jsonl").stat().st_size:
+        return  # something was sent (timeseries rows alone are the intervals of the wait: all zero)
     for n in names:
         (d / n).unlink()
     d.rmdir()

@@ -39,8 +39,23 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
         ap.add_argument(
             "--expect-workers", type=int, default=0, help="master: wait for N workers before starting"
         )
-        ap.add_argument("--master-bind-host", default="127.0.0.1")
-        ap.add_argument("--master-bind-port", type=int, default=0, help="0: a free port")
+        ap.add_argument(
+            "--master-bind-host",
+            default="127.0.0.1",
+            help="address the workers connect to (and where simulators it starts listen); 0.0.0.0: every interface",
+        )
+        ap.add_argument(
+            "--master-bind-port",
+            type=int,
+            default=5557 if cmd == "master" else 0,
+            help="the port workers connect to (master: 5557, as llmload worker expects; run: a free port)",
+        )
+    if cmd == "master":
+        ap.add_argument(
+            "--headless",
+            action="store_true",
+            help="no web UI: start once --expect-workers workers are connected, exit with the verdict",
+        )
     if cmd in ("ui", "master"):
         ap.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (default loopback only)")
         ap.add_argument("--web-port", type=int, default=8089)
@@ -131,7 +146,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
         check_targets_option(a.targets, [t.name for t in sc.targets])
         if a.results:
             check_results_dir(a.results)
-        if cmd in ("ui", "master"):
+        if cmd in ("ui", "master") and not getattr(a, "headless", False):
             check_port_free("--web-port", a.web_host, a.web_port)
         if getattr(a, "master_bind_port", 0):
             check_port_free("--master-bind-port", a.master_bind_host, a.master_bind_port)
@@ -155,9 +170,9 @@ def run_command(cmd: str, argv: list[str]) -> int:
         largs += ["--set", "influx=" + json.dumps(influx)]
     workers = getattr(a, "workers", 0)
     procs: list[subprocess.Popen[bytes]] = []
-    if cmd == "run":
+    if cmd == "run" or getattr(a, "headless", False):
         largs.append("--headless")
-    else:
+    elif cmd in ("ui", "master"):
         largs += ["--web-host", a.web_host, "--web-port", str(a.web_port)]
     if cmd == "master" or workers or getattr(a, "expect_workers", 0):
         port = a.master_bind_port or _free_port()
@@ -199,6 +214,12 @@ def worker_command(argv: list[str]) -> int:
     ap.add_argument("--master-host", default="127.0.0.1")
     ap.add_argument("--master-port", type=int, default=5557)
     a, extra = ap.parse_known_args(argv)
+    # Locust connects before anything of llmload's runs: say now what this worker waits for.
+    print(
+        f"llmload worker: connecting to the master at {a.master_host}:{a.master_port}",
+        file=sys.stderr,
+        flush=True,
+    )
     largs = [
         "-f",
         LOCUSTFILE,

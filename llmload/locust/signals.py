@@ -62,7 +62,9 @@ class RunSignals:
     def on_signal(self, sig: signal.Signals) -> None:
         name = signal.Signals(sig).name
         c = self.conductor()
-        if c is None and self.headless:  # still starting simulators or waiting for the targets
+        runner = self.environment.runner
+        waiting = c is not None and c.state == "init" and getattr(runner, "state", "") == "ready"
+        if self.headless and (c is None or waiting):  # starting simulators, or waiting for targets or workers
             self._before_load(name)
             return
         if c is None or (not self.headless and c.state == "init"):  # the web UI, no test running
