@@ -30,6 +30,7 @@ demo: $(STAMP)
 test: $(STAMP) system-deps engines
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -ra -m "not llamacpp"
 
 ## make test-engines: the same conformance against llama.cpp's server (built from source once, 10-26 min)

@@ -8,6 +8,7 @@ A GPU is keyed by its ``gpu`` label (plus ``GPU_I_ID`` for a MIG instance).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from collectors.engine_metrics import MetricsError, fetch, index_samples
 from collectors.samples import GpuSample
@@ -59,7 +60,9 @@ def parse_dcgm(text: str) -> list[GpuSample]:
 class DcgmSource:
     """Scrapes a DCGM-exporter URL; ``fetch_text`` may be injected (tests pass fixture text)."""
 
-    def __init__(self, url: str, *, timeout_s: float = 5.0, fetch_text=None) -> None:
+    def __init__(
+        self, url: str, *, timeout_s: float = 5.0, fetch_text: Callable[[], str] | None = None
+    ) -> None:
         self.url = url
         self.name = f"dcgm {url}"
         self.timeout_s = timeout_s

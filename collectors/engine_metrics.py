@@ -253,7 +253,7 @@ def fetch(url: str, timeout_s: float = 5.0) -> str:
     """GET a /metrics text (raises OSError / ValueError on failure)."""
     req = urllib.request.Request(url, headers={"Accept": "text/plain"})
     with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-        return resp.read().decode("utf-8", "replace")
+        return str(resp.read().decode("utf-8", "replace"))
 
 
 def kinds_help(kinds: Iterable[str] = KINDS) -> str:

@@ -68,7 +68,7 @@ class NvmlSource:
         return nv
 
     def close(self) -> None:
-        if self._initialised:
+        if self._initialised and self._nv is not None:
             try:
                 self._nv.nvmlShutdown()
             except Exception:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 from llmload import __version__
-
-LOCUSTFILE = str(Path(__file__).parent / "locust" / "locustfile.py")
+from llmload.usage import ArgParser
 
 USAGE = """usage: llmload COMMAND [options]
 
@@ -27,14 +24,6 @@ commands:
 
 exit codes: 0 ok, 1 SLO missed / regression, 2 bad input or target not ready, 3 run invalid
 """
-
-
-class ArgParser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line (the option typed, what is wrong) and exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,17 +8,16 @@ signal's number, as a shell reports it; the results are complete up to the stop)
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import gevent
 
 from llmload.metrics import Histogram
+from llmload.sinks.results import read_telemetry
 from llmload.summary import build_summary
 
 log = logging.getLogger("llmload")
@@ -56,21 +55,6 @@ def client_health(sc: Any, lag: Histogram, cpu_samples: list[float]) -> dict[str
         "unreliable": bool(unreliable),
         "unreliable_reasons": unreliable,
     }
-
-
-def read_telemetry(path: Path) -> list[dict[str, Any]]:
-    """telemetry.jsonl's rows (the scraper has stopped; a torn last line is skipped)."""
-    rows: list[dict[str, Any]] = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    continue
-    except OSError:
-        return []
-    return rows
 
 
 def finalize(

@@ -12,13 +12,39 @@ master and the report layer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmload.records import FAILURE_CLASSES, STATUS_CLASSES, RequestRecord
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
+
+
+def rank(p: float, n: int) -> int:
+    """The 1-based nearest rank of percentile ``p`` among ``n`` values: ceil(p/100 * n), at least 1.
+
+    llmload's one percentile definition (the smallest value with at least p% of the values at or
+    below it), used by the exact histograms, the reports, the live view and the bootstrap. Computed
+    in integers on p in thousandths of a percent, so p99 of 100 values is rank 99, never 100 by a
+    floating-point hair.
+    """
+    return max(1, -(-round(p * 1000) * n // 100_000))
+
+
+def nearest_rank(sorted_values: Sequence[float], p: float) -> float | None:
+    """Percentile ``p`` of values already sorted ascending; None when there are none."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    return sorted_values[min(rank(p, n), n) - 1]
+
+
+def percentile(values: Iterable[float], p: float) -> float | None:
+    """Percentile ``p`` of values in any order."""
+    return nearest_rank(sorted(values), p)
+
+
 LATENCY_METRICS: tuple[str, ...] = (
     "ttft",
     "itl",
@@ -74,11 +100,11 @@ class Histogram:
             return None
         if p <= 0:
             return self.min_us
-        rank = max(1, -(-int(p * self.count * 1000) // 100000))  # ceil(p/100 * count) in integers
+        want = rank(p, self.count)
         seen = 0
         for k in sorted(self._counts):
             seen += self._counts[k]
-            if seen >= rank:
+            if seen >= want:
                 return k
         return self.max_us
 
@@ -90,7 +116,7 @@ class Histogram:
             for p in ps:
                 out[_pname(p)] = None
             return out
-        ranks = sorted((max(1, -(-int(p * self.count * 1000) // 100000)), p) for p in ps)
+        ranks = sorted((rank(p, self.count), p) for p in ps)
         keys = sorted(self._counts)
         i = 0
         seen = 0

@@ -17,11 +17,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from llmload.finish import read_telemetry
 from llmload.records import RequestRecord
 from llmload.runstate import Aggregator, Collector
 from llmload.scenario import validate_data
 from llmload.secrets import redact
+from llmload.sinks.results import read_telemetry
 from llmload.summary import build_summary
 from llmload.throughput import Window
 from llmload.yamlsrc import InputError
@@ -69,7 +69,7 @@ def _record(x: dict[str, Any]) -> RequestRecord:
         ttft_s=s(x.get("ttft_ms")),
         e2e_s=s(x.get("e2e_ms")),
         prompt_tokens=x.get("prompt_tokens"),
-        prompt_tokens_client=x.get("prompt_tokens_client"),
+        prompt_tokens_client=int(x.get("prompt_tokens_client") or 0),
         output_tokens=x.get("output_tokens", 0),
         output_tokens_approx=x.get("output_tokens_approx", False),
         output_tokens_source=x.get("output_tokens_source", "chunks"),

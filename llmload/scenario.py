@@ -10,11 +10,10 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -22,33 +21,13 @@ from pydantic import (
     model_validator,
 )
 
+from llmload.durations import Duration, Timeout
 from llmload.load.executors import Phase, phases_from_shorthand
 from llmload.load.lengths import Length
 from llmload.secrets import redact
 from llmload.yamlsrc import InputError, apply_overrides, dotted, line_for, load_yaml, parse_yaml
 
 TARGET_KINDS = ("vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim")
-_DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-
-
-def parse_duration(v: Any) -> float:
-    """30 -> 30.0; "30s", "2m", "1h", "250ms" -> seconds."""
-    if isinstance(v, bool):
-        raise ValueError("expected a duration such as 30s, 2m or 1h")
-    if isinstance(v, int | float):
-        if v < 0:
-            raise ValueError("duration must not be negative")
-        return float(v)
-    if isinstance(v, str):
-        m = _DUR.match(v)
-        if m:
-            n = float(m.group(1))
-            return n * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[m.group(2)]
-    raise ValueError(f"expected a duration such as 30s, 2m or 1h, got {v!r}")
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
-Timeout = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]  # 0 s would fail every request
 
 
 class Strict(BaseModel):
@@ -278,7 +257,8 @@ class Scenario(Strict):
 
     def public_dict(self) -> dict[str, Any]:
         """The scenario as data with secrets removed (for results and reports)."""
-        return redact(self.model_dump(mode="json"))
+        public: dict[str, Any] = redact(self.model_dump(mode="json"))
+        return public
 
 
 def _validate_sections(sc: Scenario) -> None:
@@ -293,7 +273,9 @@ def _validate_sections(sc: Scenario) -> None:
         InfluxConfig.model_validate(sc.influx)
 
 
-def validate_data(data: Any, lines: dict, source: str, file_data: Any = None) -> Scenario:
+def validate_data(
+    data: Any, lines: dict[tuple[Any, ...], int], source: str, file_data: Any = None
+) -> Scenario:
     """The validated scenario, or InputError naming the file's line and field.
 
     ``file_data`` is the data as the file had it before ``--set`` edits: a bad value that an edit
@@ -330,7 +312,7 @@ def validate_data(data: Any, lines: dict, source: str, file_data: Any = None) ->
     return sc
 
 
-def _loc(e: ValidationError, err: Any, data: dict) -> tuple:
+def _loc(e: ValidationError, err: Any, data: dict[str, Any]) -> tuple[Any, ...]:
     loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
     section = _section_for(e, data)
     return (section, *loc) if section else loc
@@ -339,7 +321,7 @@ def _loc(e: ValidationError, err: Any, data: dict) -> tuple:
 _MISSING = object()
 
 
-def _value_at(data: Any, loc: tuple) -> Any:
+def _value_at(data: Any, loc: tuple[Any, ...]) -> Any:
     cur = data
     for part in loc:
         if isinstance(cur, dict) and part in cur:
@@ -351,7 +333,7 @@ def _value_at(data: Any, loc: tuple) -> Any:
     return cur
 
 
-def _check_unique_names(data: dict, lines: dict, source: str) -> None:
+def _check_unique_names(data: dict[str, Any], lines: dict[tuple[Any, ...], int], source: str) -> None:
     """Target names are keys in every output: the second use of a name is the error, at its line."""
     targets = data.get("targets")
     if not isinstance(targets, list):
@@ -370,7 +352,7 @@ def _check_unique_names(data: dict, lines: dict, source: str) -> None:
         first[name] = i
 
 
-def _section_for(e: ValidationError, data: dict) -> str | None:
+def _section_for(e: ValidationError, data: dict[str, Any]) -> str | None:
     title = e.title
     if title == "SloSpec":
         return "slo"
@@ -394,7 +376,7 @@ _NOISE = {
 }
 
 
-def _real_loc(data: Any, loc: tuple) -> tuple:
+def _real_loc(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
     """Keep the parts of a pydantic error location that are fields of the file (drop union/type tags)."""
     out: list[Any] = []
     cur = data

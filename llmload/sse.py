@@ -242,7 +242,7 @@ def _choice_text(choice: dict[str, Any]) -> str | None:
         return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
     text = choice.get("text")
     if text:
-        return text
+        return str(text)
     msg = choice.get("message")
     if isinstance(msg, dict):
         return msg.get("content")

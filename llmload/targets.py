@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,28 +18,12 @@ from typing import Any
 
 import httpx
 
+from llmload.sim.process import WILDCARDS, SimProcess, SimStartError
 from llmload.yamlsrc import InputError
 
 
 class TargetNotReady(InputError):
     """A target did not become ready in time (exit code 2)."""
-
-
-WILDCARDS = ("", "*", "0.0.0.0", "::")
-
-
-@dataclass
-class SimProcess:
-    name: str
-    proc: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-    host: str = "127.0.0.1"  # where it listens (a distributed master's --master-bind-host)
-
-    @property
-    def base_url(self) -> str:
-        """The address this host uses (a wildcard listener is reached on loopback)."""
-        return f"http://{'127.0.0.1' if self.host in WILDCARDS else _bracket(self.host)}:{self.port}"
 
 
 def _bracket(host: str) -> str:
@@ -64,25 +46,7 @@ class Prepared:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         for s in self.sims:
-            if s.proc.poll() is None:
-                s.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        for s in self.sims:
-            try:
-                s.proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                s.proc.kill()
-                s.proc.wait()
-
-
-def _die_with_parent() -> None:
-    """Linux: the simulator gets SIGTERM if llmload dies (even by SIGKILL), so none is orphaned."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+            s.close(timeout_s)
 
 
 def start_sims(
@@ -97,42 +61,29 @@ def start_sims(
         for t in scenario.targets:
             if t.kind != "sim" or t.base_url is not None or t.sim is None:
                 continue
-            port_file = Path(tempfile.mkdtemp(prefix="llmload-port-")) / "port"
-            cmd = [sys.executable, "-m", "llmload.sim", "--host", listen, "--port", "0"]
-            cmd += ["--port-file", str(port_file)]
+            args: list[str] = []
             if isinstance(t.sim.profile, dict):
-                cmd += ["--profile-json", json.dumps(t.sim.profile)]
+                args += ["--profile-json", json.dumps(t.sim.profile)]
             else:
-                cmd += ["--profile", t.sim.profile]
+                args += ["--profile", t.sim.profile]
             if t.model:
-                cmd += ["--model", t.model]
+                args += ["--model", t.model]
             if t.sim.dialect:
-                cmd += ["--dialect", t.sim.dialect]
+                args += ["--dialect", t.sim.dialect]
             seed = t.sim.seed if t.sim.seed is not None else scenario.workload.seed
-            cmd += ["--seed", str(seed)]
-            log_path = log_dir / f"sim-{t.name}.log"
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    cmd,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    preexec_fn=_die_with_parent,
-                    start_new_session=True,  # Ctrl-C / timeout(1) signal the group: llmload stops it
-                )
-            deadline = time.monotonic() + timeout_s
-            while not port_file.exists():
-                if proc.poll() is not None:
-                    tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-                    raise TargetNotReady(
-                        f"target {t.name}: simulator exited with code {proc.returncode}: {tail[0]}"
-                    )
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    raise TargetNotReady(f"target {t.name}: simulator did not start within {timeout_s:g} s")
-                time.sleep(0.02)
-            port = int(port_file.read_text().strip())
-            sp = SimProcess(t.name, proc, port, log_path, listen)
+            args += ["--seed", str(seed)]
+            sp = SimProcess(
+                args,
+                host=listen,
+                name=t.name,
+                log_path=log_dir / f"sim-{t.name}.log",
+                tied=True,
+                start_timeout_s=timeout_s,
+            )
+            try:
+                sp.start()
+            except SimStartError as e:
+                raise TargetNotReady(f"target {t.name}: {e}") from None
             prepared.sims.append(sp)
             prepared.overrides.append(f"targets.{t.name}.base_url={sp.base_url}")
             if not t.metrics_url:

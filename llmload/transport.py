@@ -86,6 +86,8 @@ class GeventResponse:
     def retry_after_s(self) -> float | None:
         """The Retry-After header in seconds (a delay; an HTTP date is not parsed), or None."""
         value = self._resp.get("retry-after")
+        if isinstance(value, list):  # the header sent more than once: the first counts
+            value = value[0] if value else None
         try:
             return max(0.0, float(value)) if value is not None else None
         except ValueError:

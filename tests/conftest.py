@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.servers import stop_process
+
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
 ARTIFACTS = ROOT / "test-artifacts"  # screenshots and other things a person may want to look at
@@ -44,16 +46,6 @@ def start_port_file_process(cmd: list[str], tmp_path: Path, name: str, timeout_s
             raise RuntimeError(f"{name} did not start")
         time.sleep(0.02)
     return proc, int(port_file.read_text())
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,23 +13,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import two_sim_scenario
+from tests.oracles import nearest_rank
+from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def scenario(duration: str, users: int = 4) -> str:
     return two_sim_scenario("dist", duration=duration, users=users)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def nearest_rank(values: list[float], p: float) -> float:
-    xs = sorted(values)
-    return xs[max(1, math.ceil(p / 100 * len(xs))) - 1]
 
 
 def test_master_and_two_workers_merge_exactly(tmp_path: Path) -> None:

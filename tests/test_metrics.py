@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import math
 import random
 
 from llmload.metrics import Histogram, TargetStats, merge_wire
 from llmload.records import RequestRecord
+from tests.oracles import nearest_rank
 
 
 def nearest_rank_us(values_s: list[float], p: float) -> int:
-    us = sorted(int(v * 1e6 + 0.5) for v in values_s)
-    rank = max(1, math.ceil(p / 100 * len(us)))
-    return us[rank - 1]
+    return int(nearest_rank([int(v * 1e6 + 0.5) for v in values_s], p))
 
 
 def test_percentiles_are_exact_over_a_wide_range() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from llmload.metrics import Histogram
+from llmload.metrics import Histogram, nearest_rank
 from llmload.report.efficiency import efficiency
 from llmload.report.results import load_run
-from llmload.report.stats import ecdf, histogram_cdf, histogram_percentile, nearest_rank
+from llmload.report.stats import ecdf, histogram_cdf, histogram_percentile
 from llmload.report.synth import SynthTarget, write_results_dir
 
 

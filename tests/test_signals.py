@@ -282,4 +282,7 @@ def test_sigterm_to_one_worker_reports_its_streams_before_it_leaves(tmp_path: Pa
     assert gone and all(x["status"] == "ok" for x in gone), [x["status"] for x in gone]
     assert all(x["status"] == "ok" for x in lines)
     tally = httpx.get(f"{sse_server}/llmload_test/stats?key={key}", timeout=5).json()
+    print(
+        f"server received {tally['received']}, records {len(lines)}, the leaving worker's {len(gone)} all ok"
+    )
     assert tally["received"] == len(lines) == summary["targets"]["slow"]["requests"]["sent"]

@@ -8,21 +8,16 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import random
 
 from llmload.locust.liveview import COLUMNS, WINDOW_S, LiveView, display_rows, to_csv
 from llmload.locust.webui import split_list_value
 from llmload.records import FAILURE_CLASSES, RequestRecord
 from llmload.runstate import Aggregator, Collector
+from tests.oracles import nearest_rank
 
 NOW = 1_800_000_000.0
 DELAY = 1.5
-
-
-def nearest_rank(xs: list[float], p: float) -> float:
-    s = sorted(xs)
-    return s[max(1, math.ceil(p / 100 * len(s))) - 1]
 
 
 def make_records(

@@ -18,16 +18,9 @@ import random
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-
-def _dur(v: Any) -> float:
-    from llmload.scenario import parse_duration
-
-    return parse_duration(v)
-
-
-Duration = Annotated[float, BeforeValidator(_dur)]
+from llmload.durations import Duration
 
 
 class _Phase(BaseModel):
@@ -71,7 +64,6 @@ class ConstantArrivalRate(_Phase):
     time_unit: Duration = 1.0
     duration: Duration
     arrival: Literal["poisson", "uniform"] = "poisson"
-    pre_allocated_vus: int | None = Field(None, ge=1)
     max_vus: int = Field(1000, ge=1, description="in-flight cap; arrivals beyond it wait (delayed) or drop")
     on_saturation: Literal["delay", "drop"] = "delay"
 
@@ -82,7 +74,6 @@ class RampingArrivalRate(_Phase):
     time_unit: Duration = 1.0
     stages: list[Stage] = Field(min_length=1)
     arrival: Literal["poisson", "uniform"] = "poisson"
-    pre_allocated_vus: int | None = Field(None, ge=1)
     max_vus: int = Field(1000, ge=1)
     on_saturation: Literal["delay", "drop"] = "delay"
 
@@ -213,10 +204,10 @@ def plan_steps(phases: list[Any]) -> list[Step]:
             for lv in ph.levels:
                 if ph.vary == "concurrency":
                     label = f"c={int(lv)}"
-                    st = Step(name, label, ph.hold, ph.requests, users=int(lv), value=lv)
+                    level = Step(name, label, ph.hold, ph.requests, users=int(lv), value=lv)
                 else:
                     label = f"rate={lv:g}"
-                    st = Step(
+                    level = Step(
                         name,
                         label,
                         ph.hold,
@@ -226,8 +217,8 @@ def plan_steps(phases: list[Any]) -> list[Step]:
                         max_vus=ph.max_vus,
                         value=lv,
                     )
-                st.settle_after = ph.settle
-                steps.append(st)
+                level.settle_after = ph.settle
+                steps.append(level)
     return steps
 
 

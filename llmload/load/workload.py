@@ -162,13 +162,13 @@ def load_dataset(path: Path, kind: str) -> list[tuple[list[dict[str, str]], int 
                 continue
             try:
                 obj = json.loads(line)
-            except ValueError as e:
+            except json.JSONDecodeError as e:
                 raise InputError(f"{path}:{n}: invalid JSON: {e.msg}") from None
             items.append(_jsonl_item(obj, path, n))
     else:
         try:
             data = json.loads(text)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
         if not isinstance(data, list):
             raise InputError(f"{path}:1: a ShareGPT file is a JSON list of {{conversations: [...]}}")
@@ -233,7 +233,7 @@ def sized_text(tok: Any, rng: random.Random, n: int) -> str:
     for k in (n, n - 1, n + 1, n - 2, n + 2, n - 3, n + 3):
         if k < 0:
             continue
-        cand = tok.decode(ids[:k])
+        cand = str(tok.decode(ids[:k]))
         if len(tok.encode(cand, add_special_tokens=False).ids) == n:
             return cand
         best = best or cand

@@ -31,6 +31,8 @@ MSG_STEP = "llmload_step"
 MSG_DRAIN = "llmload_drain"
 MSG_ABORT = "llmload_abort"
 WORKER_LOST_AFTER_S = 8.0
+Tick = tuple[int, float, "list[Any] | None"]  # Locust's shape tuple: users, spawn rate, user classes
+IDLE: Tick = (0, 50.0, None)  # no users: before the plan, between levels, while draining
 
 
 class Conductor:
@@ -73,7 +75,7 @@ class Conductor:
         self.sim_targets: list[str] = []  # targets whose simulator this process started
         self.readiness = WorkerReadiness(self.sc.client.ready_timeout)  # distributed: workers reach targets
         self.not_ready: str | None = None  # why the workers could not start (nothing was sent)
-        self._last_tick: tuple[int, float, list[Any] | None] | None = None
+        self._last_tick: Tick | None = None
         self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
         self.send_scenario: Any = None  # plugin.send_scenario (master), set by the plugin
         self._interval_greenlet: gevent.Greenlet | None = None
@@ -81,7 +83,7 @@ class Conductor:
         self._last_interval = time.time()
 
     # --- plan -------------------------------------------------------------------
-    def tick(self) -> tuple[int, float, list[Any] | None] | None:
+    def tick(self) -> Tick | None:
         now = time.time()
         self.pull()
         if self.distributed:
@@ -94,7 +96,7 @@ class Conductor:
             and self.interrupted is None
             and not self.workers_ready()
         ):
-            self._last_tick = (0, 50.0, None)
+            self._last_tick = IDLE
             return self._last_tick
         if self.state == "init":
             self.run_t0 = now
@@ -129,24 +131,24 @@ class Conductor:
             self.drain_tick(now)
             if self.state == "done":
                 return None
-            return (0, 50.0, None)
+            return IDLE
         if self.state == "running":
             tup = self.users_for(self.run.plan[self.step_no])
             last = self._last_tick
             if tup[0] and last is not None and last[0] and last[2] != tup[2]:
                 # Locust keeps the old users when only the classes change at the same count:
                 # stop them first (gracefully, in-flight streams finish), start the new ones next tick.
-                self._last_tick = (0, 50.0, None)
+                self._last_tick = IDLE
                 return self._last_tick
             self._last_tick = tup
             return tup
-        self._last_tick = (0, 50.0, None)
+        self._last_tick = IDLE
         return self._last_tick
 
-    def users_for(self, ps: Any) -> tuple[int, float, list[Any] | None]:
+    def users_for(self, ps: Any) -> Tick:
         st = ps.step
         if st.open_loop:
-            return (0, 50.0, None)
+            return IDLE
         n = len(ps.targets)
         classes = [self.env.user_classes_by_name[class_name(t)] for t in ps.targets]
         total = st.users * n

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from llmload.metrics import percentile
 from llmload.records import FAILURE_CLASSES
 
 WINDOW_S = 10.0  # rates, TTFT and TPOT: requests that ended in the last WINDOW_S seconds
@@ -37,14 +37,6 @@ COLUMNS: list[tuple[str, str]] = [
     ("failures_by_class", "Failures by class"),
     ("loop_lag_p99_ms", "Loop lag p99 (ms)"),
 ]
-
-
-def nearest_rank(values: list[float], p: float) -> float | None:
-    """The smallest value with at least p% of the values at or below it (llmload's definition)."""
-    if not values:
-        return None
-    xs = sorted(values)
-    return xs[max(1, math.ceil(p / 100.0 * len(xs))) - 1]
 
 
 class LiveView:
@@ -122,9 +114,9 @@ class LiveView:
         return {
             "req_s": len(done) / span,
             "output_tok_s": out_tok / span,
-            "ttft_p50_ms": nearest_rank(ttft, 50),
-            "ttft_p99_ms": nearest_rank(ttft, 99),
-            "tpot_p50_ms": nearest_rank(tpot, 50),
+            "ttft_p50_ms": percentile(ttft, 50),
+            "ttft_p99_ms": percentile(ttft, 99),
+            "tpot_p50_ms": percentile(tpot, 50),
         }
 
     def rows(self, agg: Any, now: float | None = None) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from llmload.finish import EXIT_INPUT, finalize
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import MSG_LEAVING, MSG_LEFT, Departure
+from llmload.locust.hooks import on
 from llmload.locust.readiness import MSG_REACH, check_from_worker
 from llmload.locust.signals import RunSignals
 from llmload.locust.telemetry_hook import (
@@ -56,7 +57,7 @@ class PlanShape(LoadTestShape):
     use_common_options = False
 
     def __init__(self, conductor: Conductor) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Locust's shape has no annotations
         self.conductor = conductor
 
     def tick(self) -> Any:
@@ -78,7 +79,7 @@ class State:
 STATE = State()
 
 
-@events.init_command_line_parser.add_listener
+@on(events.init_command_line_parser)
 def _add_arguments(parser: Any) -> None:
     grp = parser  # Locust's include_in_web_ui works on the parser itself, not on groups
     grp.add_argument("--scenario", default="", include_in_web_ui=True, help="llmload scenario YAML file")
@@ -137,7 +138,7 @@ def load_for_options(options: Any) -> Any:
     return sc
 
 
-@events.init.add_listener
+@on(events.init)
 def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None:
     options = environment.parsed_options
     if options is None:
@@ -146,8 +147,8 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
     if isinstance(runner, WorkerRunner):
         runner.register_message(MSG_SCENARIO, _on_scenario_message)
         runner.register_message(MSG_STEP, _on_step_message)
-        runner.register_message(MSG_DRAIN, lambda msg, **kw: STATE.run and STATE.run.start_draining())
-        runner.register_message(MSG_ABORT, lambda msg, **kw: STATE.run and STATE.run.abort_inflight())
+        runner.register_message(MSG_DRAIN, _on_drain_message)
+        runner.register_message(MSG_ABORT, _on_abort_message)
         Departure(environment, run=lambda: STATE.run).install()  # after the runner's: it runs first
         watch_master(environment, started=lambda: STATE.run is not None)
         return
@@ -287,6 +288,16 @@ def _on_scenario_message(msg: Any, **_: Any) -> None:
     STATE.pending_step = None
 
 
+def _on_drain_message(msg: Any, **_: Any) -> None:
+    if STATE.run is not None:
+        STATE.run.start_draining()
+
+
+def _on_abort_message(msg: Any, **_: Any) -> None:
+    if STATE.run is not None:
+        STATE.run.abort_inflight()
+
+
 def _on_step_message(msg: Any, **_: Any) -> None:
     d = msg.data
     STATE.pending_step = d
@@ -301,12 +312,12 @@ class _Env:
 STATE_ENV = _Env()
 
 
-@events.init.add_listener
+@on(events.init)
 def _keep_env(environment: Any, **_: Any) -> None:
     STATE_ENV.env = environment
 
 
-@events.test_start.add_listener
+@on(events.test_start)
 def _on_test_start(environment: Any, **_: Any) -> None:
     c = STATE.conductor
     runner = environment.runner
@@ -367,7 +378,7 @@ def send_scenario(c: Conductor, runner: Any) -> None:
         c.known_workers.setdefault(cid, time.time())
 
 
-@events.test_stop.add_listener
+@on(events.test_stop)
 def _worker_ready_at_once(environment: Any, **_: Any) -> None:
     """A worker whose users have stopped is ready for the next test now, not stop_grace later.
 
@@ -381,14 +392,14 @@ def _worker_ready_at_once(environment: Any, **_: Any) -> None:
         environment.stop_timeout = 0
 
 
-@events.report_to_master.add_listener
+@on(events.report_to_master)
 def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
     if STATE.run is not None:
         STATE.run.set_users()
         data["llmload"] = STATE.run.collector.drain()
 
 
-@events.worker_report.add_listener
+@on(events.worker_report)
 def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
     if STATE.conductor is not None:
         STATE.conductor.worker_report(client_id, data)
@@ -411,7 +422,7 @@ def _on_worker_left(msg: Any, **_: Any) -> None:
         STATE.conductor.worker_left(msg.node_id, str(msg.data.get("reason")))
 
 
-@events.quitting.add_listener
+@on(events.quitting)
 def _on_quitting(environment: Any, **_: Any) -> None:
     c = STATE.conductor
     if STATE.run is not None:

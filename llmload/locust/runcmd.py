@@ -13,9 +13,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
-from llmload.cli import LOCUSTFILE, ArgParser
+from llmload.usage import ArgParser
 from llmload.yamlsrc import InputError
+
+LOCUSTFILE = str(Path(__file__).parent / "locustfile.py")
 
 
 def _parser(cmd: str) -> argparse.ArgumentParser:
@@ -65,7 +69,7 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     return ap
 
 
-def _influx_override(a: argparse.Namespace, sc: object) -> dict | None:
+def _influx_override(a: argparse.Namespace, sc: object) -> dict[str, Any] | None:
     """The effective InfluxDB settings when --influx* options were given (None: keep the scenario's)."""
     from pydantic import ValidationError
 
@@ -238,7 +242,7 @@ def _locust_main(largs: list[str]) -> int:
 
     sys.argv = ["locust", *largs]
     try:
-        locust.main.main()
+        locust.main.main()  # type: ignore[no-untyped-call]  # Locust's main has no annotations
     except SystemExit as e:
         code = e.code
         return code if isinstance(code, int) else (0 if code is None else 1)

@@ -90,7 +90,8 @@ def close_sink(sink: Any, timeout_s: float = 15.0) -> dict[str, Any] | None:
     if sink is None:
         return None
     try:
-        return sink.close(timeout_s)
+        closed: dict[str, Any] = sink.close(timeout_s)
+        return closed
     except Exception as e:  # noqa: BLE001 - the run's results matter more than the sink
         log.error("llmload: closing the InfluxDB sink failed: %s", e)
         return {"error": str(e)}
@@ -130,13 +131,13 @@ class TelemetryScraper:
         import subprocess
         import sys
 
-        from llmload.targets import _die_with_parent
+        from llmload.children import die_with_parent
 
         spec = json.dumps({"out": str(self.out), "interval": self.interval, "targets": self.targets})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "llmload.scrape", spec],
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             start_new_session=True,  # a Ctrl-C to the group must not take the last scrape early
         )
         deadline = time.monotonic() + first_scrape_timeout_s
@@ -163,7 +164,7 @@ class TelemetryScraper:
 
 def _sim_dialect(t: Any) -> str:
     if t.sim is not None and t.sim.dialect:
-        return t.sim.dialect
+        return str(t.sim.dialect)
     prof = t.sim.profile if t.sim is not None else ""
     if isinstance(prof, dict):
         return str(prof.get("dialect", "vllm"))

@@ -10,7 +10,7 @@ Aggregated row and total RPS stay one entry per request).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import gevent
 from geventhttpclient.url import URL
@@ -18,8 +18,13 @@ from locust import FastHttpUser, constant, task
 
 from llmload.transport import GeventTransport
 
-if TYPE_CHECKING:
-    from llmload.locust.controller import LLMRun
+
+class LLMRun(Protocol):
+    """What a user needs of its run (llmload/locust/controller.py's LLMRun)."""
+
+    sc: Any
+
+    def closed_loop_iteration(self, user: Any, transport: GeventTransport) -> None: ...
 
 
 def class_name(target: str) -> str:

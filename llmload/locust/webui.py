@@ -21,9 +21,14 @@ import os
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 from llmload.locust.liveview import COLUMNS, WINDOW_S, display_rows, to_csv
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 TAB_KEY = "llm"
 TAB_SCRIPT = """
@@ -94,7 +99,8 @@ def register(
     opts = web_ui.environment.parsed_options
     prefix = (getattr(opts, "web_base_path", "") or "") if opts is not None else ""
     bp = Blueprint("llmload", __name__, url_prefix=prefix or None)
-    auth = web_ui.auth_required_if_enabled
+    auth: Callable[[F], F] = web_ui.auth_required_if_enabled
+    app: Flask = web_ui.app
 
     @bp.route("/llmload/live")
     @auth
@@ -123,10 +129,10 @@ def register(
         resp.headers["Content-Type"] = "application/javascript"
         return resp
 
-    web_ui.app.register_blueprint(bp)
-    _require_password(web_ui.app)
+    app.register_blueprint(bp)
+    _require_password(app)
 
-    @web_ui.app.after_request
+    @app.after_request
     def _extend(response: Response) -> Response:
         if request.endpoint == "locust.request_stats" and response.is_json:
             data = response.get_json()
@@ -138,7 +144,7 @@ def register(
             response.set_data(html.replace("</body>", tag + "</body>", 1))
         return response
 
-    @web_ui.app.before_request
+    @app.before_request
     def _swarm() -> Response | None:
         if request.endpoint != "locust.swarm" or request.method != "POST":
             return None
@@ -153,7 +159,7 @@ def register(
         return jsonify({"success": False, "message": err, "host": web_ui.environment.host})
 
 
-def _require_password(app: Any) -> None:
+def _require_password(app: Flask) -> None:
     """HTTP basic auth on every page and endpoint when LLMLOAD_WEB_PASSWORD is set (user:
     LLMLOAD_WEB_USER, default "llmload"). For shared hosts; the password never leaves the
     environment (not logged, not in results)."""

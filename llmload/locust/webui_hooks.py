@@ -13,6 +13,7 @@ from locust import events
 from locust.runners import WorkerRunner
 
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, Conductor
+from llmload.locust.hooks import on
 from llmload.locust.plugin import STATE, _on_quitting, discard_unstarted, setup
 from llmload.yamlsrc import InputError
 
@@ -26,7 +27,7 @@ class _WebState:
 WEB = _WebState()
 
 
-@events.init.add_listener
+@on(events.init)
 def _webui_on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> None:
     if web_ui is None or isinstance(runner, WorkerRunner):
         return
@@ -114,13 +115,13 @@ def _webui_discard(environment: Any) -> None:
     STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None
 
 
-@events.test_start.add_listener
+@on(events.test_start)
 def _webui_on_test_start(environment: Any, **_: Any) -> None:
     if STATE.conductor is not None and getattr(environment, "web_ui", None) is not None:
         STATE.conductor.live_rows()  # attach the tab's view before the first request line arrives
 
 
-@events.test_stopping.add_listener
+@on(events.test_stopping)
 def _webui_on_test_stopping(environment: Any, **_: Any) -> None:
     """The web UI's Stop: cut the open streams now, before Locust waits for its users.
 
@@ -151,7 +152,7 @@ def _cut_now(environment: Any, c: Conductor) -> None:
         c.run.abort_inflight()
 
 
-@events.test_stop.add_listener
+@on(events.test_stop)
 def _webui_on_test_stop(environment: Any, **_: Any) -> None:
     """Web UI: a stopped test writes its results now, as headless runs do when quitting.
 

@@ -8,10 +8,11 @@ Unpaired: each sample is resampled on its own. Quantiles use the nearest-rank de
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from llmload.metrics import rank
 
 MAX_CELLS = 2_000_000  # resamples x sample size held in memory at once
 
@@ -24,7 +25,7 @@ def quantile_stat(qs: Sequence[float]) -> Stat:
 
     def stat(m: np.ndarray) -> np.ndarray:
         n = m.shape[1]
-        ks = [min(n, max(1, math.ceil(q / 100.0 * n - 1e-9))) - 1 for q in qs]
+        ks = [min(n, rank(q, n)) - 1 for q in qs]
         return np.partition(m, ks, axis=1)[:, ks].T
 
     return stat

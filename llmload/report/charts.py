@@ -181,13 +181,13 @@ def telemetry(
         for t, v in rate_series(pts) if rate else pts:
             series[k][t - t0].append(v * scale)
     fig = go.Figure()
-    for (target, gpu), pts in sorted(series.items()):
-        xs = sorted(pts)
+    for (target, gpu), by_t in sorted(series.items()):
+        xs = sorted(by_t)
         name = f"{target} gpu{gpu}" if gpu else target
         fig.add_trace(
             go.Scatter(
                 x=xs,
-                y=[sum(pts[x]) / len(pts[x]) for x in xs],
+                y=[sum(by_t[x]) / len(by_t[x]) for x in xs],
                 mode="lines",
                 name=name,
                 line={"color": col[target], "dash": "solid" if gpu in ("", "0") else "dot"},
@@ -196,12 +196,12 @@ def telemetry(
     if not fig.data:
         return None
     if metric == "generation_tokens_total":  # the client's streamed rate beside the server's own
-        for target, pts in _client_rate(run, t0).items():
-            xs = sorted(pts)
+        for target, rate_at in _client_rate(run, t0).items():
+            xs = sorted(rate_at)
             fig.add_trace(
                 go.Scatter(
                     x=xs,
-                    y=[pts[x] for x in xs],
+                    y=[rate_at[x] for x in xs],
                     mode="lines",
                     name=f"{target} (llmload)",
                     line={"color": col[target], "dash": "dash"},

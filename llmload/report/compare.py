@@ -181,6 +181,10 @@ def _verdict(
     return BETTER if diff > 0 else WORSE
 
 
+def _field(name: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda r: r.get(name)
+
+
 def _by_index(
     reqs: list[dict[str, Any]], value: Callable[[dict[str, Any]], Any]
 ) -> tuple[dict[int, Any] | None, list[Any]]:
@@ -283,8 +287,8 @@ def _compare_pair(
     q = quantile_stat(QUANTILES)
     for metric, fieldname, _ in LATENCIES:
         pair = _align(
-            _by_index(reqs_b, lambda r, f=fieldname: r.get(f)),
-            _by_index(reqs_c, lambda r, f=fieldname: r.get(f)),
+            _by_index(reqs_b, _field(fieldname)),
+            _by_index(reqs_c, _field(fieldname)),
         )
         out += _diff(bt, ct, [f"{metric}_p{x}" for x in QUANTILES], "ms", pair, (q, q), True, opts, rng)
     all_b = rb.target_requests(bt, ok_only=False)

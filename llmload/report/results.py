@@ -61,7 +61,7 @@ class RunData:
         t = rec.get("start_time", rec.get("t"))
         if t is None or start is None:
             return True
-        return start <= t <= (end if end is not None else float("inf"))
+        return bool(start <= t <= (end if end is not None else float("inf")))
 
     def target_requests(
         self, target: str, *, ok_only: bool = True, window: bool = True

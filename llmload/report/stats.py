@@ -7,27 +7,13 @@ computed here from requests.jsonl matches the one in summary.json for the same s
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
+
+from llmload.metrics import nearest_rank, rank
 
 CDF_POINTS = 400  # evenly spaced ranks kept when a CDF is thinned for a chart
 CDF_TAIL_POINTS = 100  # extra ranks kept in the top 1%, where tails live
-
-
-def nearest_rank(sorted_values: Sequence[float], p: float) -> float | None:
-    """Nearest-rank percentile of already sorted values; None when empty."""
-    n = len(sorted_values)
-    if n == 0:
-        return None
-    if p <= 0:
-        return sorted_values[0]
-    rank = max(1, math.ceil(p / 100.0 * n - 1e-9))
-    return sorted_values[min(rank, n) - 1]
-
-
-def percentile(values: Iterable[float], p: float) -> float | None:
-    return nearest_rank(sorted(values), p)
 
 
 def summarise(values: Iterable[float]) -> dict[str, Any]:
@@ -102,12 +88,12 @@ def histogram_percentile(snapshot: dict[str, Any], p: float) -> float | None:
     total = sum(int(c) for c in counts)
     if total == 0:
         return None
-    rank = max(1, math.ceil(p / 100.0 * total - 1e-9))
+    want = rank(p, total)
     seen = 0
     scale = _unit_to_ms(str(snapshot.get("unit", "us")))
     for k, c in zip(keys, counts, strict=False):
         seen += int(c)
-        if seen >= rank:
+        if seen >= want:
             return int(k) * scale
     return int(keys[-1]) * scale
 

@@ -89,8 +89,8 @@ def _records(
             prompt_tokens=100,
             http_status=200,
         )
-        cls = fail_at.get(idx)
-        if cls is None:
+        failed = fail_at.get(idx)
+        if failed is None:
             rec.ttft_s = ttft
             rec.itl_s = gaps
             rec.e2e_s = ttft + sum(gaps)
@@ -98,10 +98,10 @@ def _records(
             rec.chunks = t.output_tokens
             rec.finish_reason = "length"
         else:
-            rec.status = cls
+            rec.status = failed
             rec.e2e_s = ttft / 2
-            rec.http_status = {"http_5xx": 503, "http_4xx": 400, "http_429": 429}.get(cls, 200)
-            rec.error = f"synthetic {cls}"
+            rec.http_status = {"http_5xx": 503, "http_4xx": 400, "http_429": 429}.get(failed, 200)
+            rec.error = f"synthetic {failed}"
         clock[u] += (rec.e2e_s or 0.0) + 0.001
         out.append(rec)
     return out

@@ -19,6 +19,10 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from llmload.children import die_with_parent
+
+WILDCARDS = ("", "*", "0.0.0.0", "::")
+
 
 class SimStartError(RuntimeError):
     pass
@@ -33,8 +37,17 @@ class SimProcess:
         python: str = sys.executable,
         start_timeout_s: float = 20.0,
         env: dict[str, str] | None = None,
+        name: str = "",
+        log_path: Path | None = None,
+        tied: bool = False,
     ) -> None:
+        """``log_path``: stdout and stderr go there (else stderr to a temporary file). ``tied``: the
+        simulator llmload starts for a run: it dies with llmload, and in a session of its own, so a
+        terminal's Ctrl-C reaches llmload alone, which stops it in order."""
         self.args = args
+        self.name = name  # the target it serves, when llmload started it for one
+        self.log_path = log_path
+        self.tied = tied
         self.host = host
         self.python = python
         self.start_timeout_s = start_timeout_s
@@ -45,13 +58,15 @@ class SimProcess:
 
     @property
     def base_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        """The address this host uses (a wildcard listener is reached on loopback)."""
+        host = "127.0.0.1" if self.host in WILDCARDS else self.host
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}"
 
     def start(self) -> SimProcess:
         self._dir = tempfile.TemporaryDirectory(prefix="llmload-sim-")
         port_file = Path(self._dir.name) / "port"
-        err_path = Path(self._dir.name) / "stderr"
+        err_path = self.log_path or Path(self._dir.name) / "stderr"
         cmd = [
             self.python,
             "-m",
@@ -65,7 +80,13 @@ class SimProcess:
         ]
         with open(err_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [*cmd, *self.args], stdout=subprocess.DEVNULL, stderr=err, env=self.env
+                [*cmd, *self.args],
+                stdout=err if self.log_path else subprocess.DEVNULL,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                preexec_fn=die_with_parent if self.tied else None,
+                start_new_session=self.tied,
             )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
@@ -84,7 +105,7 @@ class SimProcess:
     def stderr_text(self) -> str:
         if self._dir is None:
             return ""
-        p = Path(self._dir.name) / "stderr"
+        p = self.log_path or Path(self._dir.name) / "stderr"
         return p.read_text(errors="replace") if p.exists() else ""
 
     def stop(self, timeout_s: float = 10.0) -> int | None:
@@ -101,8 +122,8 @@ class SimProcess:
             rc = self.proc.returncode
         return rc
 
-    def close(self) -> None:
-        self.stop()
+    def close(self, timeout_s: float = 10.0) -> None:
+        self.stop(timeout_s)
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None

@@ -138,12 +138,12 @@ class EngineMetrics:
         self, prefix: str, model: str, core: EngineCore, health: SimHealth, profile: SimProfile
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_EngineCollector(prefix, model, core, health, profile))  # type: ignore[arg-type]
+        self.registry.register(_EngineCollector(prefix, model, core, health, profile))
         lab = {"model_name": model, "engine": "0"}
 
         def hist(name: str, doc: str, buckets: tuple[float, ...]) -> FastHistogram:
             h = FastHistogram(f"{prefix}:{name}", doc, buckets, lab)
-            self.registry.register(h)  # type: ignore[arg-type]
+            self.registry.register(h)
             return h
 
         self.ttft = hist("time_to_first_token_seconds", "Time to first token.", TTFT_BUCKETS)
@@ -152,7 +152,7 @@ class EngineMetrics:
         self.queue = hist("request_queue_time_seconds", "Time waiting.", REQUEST_BUCKETS)
         self.lag = FastHistogram("llmload_sim_step_lag_seconds", "Host lag behind the model clock per step.",
                                  LAG_BUCKETS, {})  # fmt: skip
-        self.registry.register(self.lag)  # type: ignore[arg-type]
+        self.registry.register(self.lag)
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

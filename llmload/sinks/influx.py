@@ -93,7 +93,7 @@ class InfluxSink:
     def request(self, record: RequestRecord, tags: dict[str, str]) -> None:
         self._buf.append((REQUEST, record, tags))
 
-    def interval(self, row: dict, tags: dict[str, str]) -> None:
+    def interval(self, row: dict[str, Any], tags: dict[str, str]) -> None:
         self._buf.append((INTERVAL, row, tags))
 
     def event(self, kind: str, text: str, tags: dict[str, str] | None = None, t: float | None = None) -> None:
@@ -125,7 +125,7 @@ class InfluxSink:
         self._thread = threading.Thread(target=self._run, name="llmload-influx-writer", daemon=True)
         self._thread.start()
 
-    def close(self, timeout_s: float = 10.0) -> dict:
+    def close(self, timeout_s: float = 10.0) -> dict[str, Any]:
         """Flush what is buffered (writing, else spooling) and stop; returns within ~timeout_s."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         # Keep a margin for formatting and spooling what is left after the last write attempt.

@@ -161,7 +161,7 @@ class PointFormatter:
         )
         return f"{prefix} {fields} {ts}"
 
-    def interval(self, row: dict, tags: dict[str, str]) -> str | None:
+    def interval(self, row: dict[str, Any], tags: dict[str, str]) -> str | None:
         full = dict(tags)
         if row.get("target"):
             full["target"] = str(row["target"])

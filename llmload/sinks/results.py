@@ -61,3 +61,18 @@ class ResultsWriter:
         for f in (self._requests, self._timeseries, self._events, self._telemetry):
             if f is not None:
                 f.close()
+
+
+def read_telemetry(path: Path) -> list[dict[str, Any]]:
+    """telemetry.jsonl's rows (the scraper has stopped; a torn last line is skipped)."""
+    rows: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        return []
+    return rows

@@ -1,0 +1,83 @@
+"""The code's shape, checked: no import circles, and every third-party module it imports is declared.
+
+mypy --strict (pyproject.toml [tool.mypy]) runs in `make test` beside ruff; these are the two rules
+neither checks. Imports inside functions count: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGES = ("llmload", "collectors")
+
+
+def modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for p in (ROOT / pkg).rglob("*.py"):
+            parts = p.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def imports(path: Path) -> set[str]:
+    """Every module name ``path`` imports (absolute imports; the packages use no relative ones)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            assert node.level == 0, f"{path}: relative import"
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_no_import_circles() -> None:
+    mods = modules()
+    graph = {m: {i for i in imports(p) if i in mods and i != m} for m, p in mods.items()}
+    assert sum(len(v) for v in graph.values()) > 50  # the graph was read
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                circles.append(path[path.index(n) :] + [n])
+            elif n not in state:
+                visit(n, [*path, n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
+
+
+def test_every_imported_third_party_module_is_declared() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M)
+    assert block is not None
+    names = re.findall(r'^\s*"([A-Za-z0-9_.-]+)', block.group(1), re.M)
+    declared = {n.lower().replace("_", "-") for n in names}
+    assert {"locust", "gevent", "pyyaml"} <= declared
+    dists = packages_distributions()
+    local = set(PACKAGES)
+    used: dict[str, str] = {}
+    for path in modules().values():
+        for name in imports(path):
+            top = name.split(".")[0]
+            if top in sys.stdlib_module_names or top in local or top == "__future__":
+                continue
+            for dist in dists.get(top, [top]):
+                used[dist.lower().replace("_", "-")] = f"{path.relative_to(ROOT)} imports {top}"
+    assert "locust" in used and "gevent" in used  # the scan found the obvious ones
+    undeclared = {d: why for d, why in used.items() if d not in declared}
+    assert not undeclared, f"imported but not in pyproject.toml's dependencies: {undeclared}"
