@@ -19,11 +19,11 @@ import httpx
 import pytest
 
 from tests.conftest import ARTIFACTS, CHROME_ARGS, CHROMIUM
+from tests.servers import free_port
 from tests.webui_support import (
     Proc,
     _missing,
     dom_table,
-    free_port,
     live,
     llm_rows_with_figures,
     num,
