@@ -28,6 +28,7 @@ from llmload.locust.departure import MSG_LEAVING, MSG_LEFT, Departure
 from llmload.locust.hooks import on
 from llmload.locust.readiness import MSG_REACH, check_from_worker
 from llmload.locust.signals import RunSignals
+from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import (
     SinkAdapter,
     TelemetryScraper,
@@ -64,21 +65,6 @@ class PlanShape(LoadTestShape):
         return self.conductor.tick()
 
 
-class State:
-    run: LLMRun | None = None
-    conductor: Conductor | None = None
-    prepared: Any = None
-    allow_worker_loss = False
-    sink: Any = None
-    pending_step: dict[str, Any] | None = None
-    exit_code: int | None = None
-    summary: dict[str, Any] | None = None
-    signals: RunSignals | None = None
-
-
-STATE = State()
-
-
 @on(events.init_command_line_parser)
 def _add_arguments(parser: Any) -> None:
     grp = parser  # Locust's include_in_web_ui works on the parser itself, not on groups
@@ -104,24 +90,24 @@ def _add_arguments(parser: Any) -> None:
     )
 
 
-def _stop_prepared() -> None:
+def _stop_prepared(st: ProcessState) -> None:
     """Stop the simulators llmload started for this run, if any."""
-    if STATE.prepared is not None:
-        STATE.prepared.stop()
+    if st.prepared is not None:
+        st.prepared.stop()
 
 
-def _stop_unstarted() -> None:
+def _stop_unstarted(st: ProcessState) -> None:
     """A signal before the load: drop the run built so far (its empty results) and its simulators."""
-    c = STATE.conductor
+    c = st.conductor
     if c is not None and not c.finalized:
         c.finalized = True
-        discard_unstarted(c)
-    _stop_prepared()
+        discard_unstarted(st, c)
+    _stop_prepared(st)
 
 
-def _fail_input(msg: str) -> None:
+def _fail_input(st: ProcessState, msg: str) -> None:
     print(f"llmload: {msg}", file=sys.stderr)
-    _stop_prepared()
+    _stop_prepared(st)
     sys.exit(EXIT_INPUT)
 
 
@@ -143,14 +129,22 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
     options = environment.parsed_options
     if options is None:
         return
-    STATE.allow_worker_loss = bool(getattr(options, "allow_worker_loss", False))
+    st = state_of(environment)
+    # The two events that carry no environment: registered here, with this process's state bound.
+    environment.events.report_to_master.add_listener(
+        lambda client_id, data, **_: _on_report_to_master(st, data)
+    )
+    environment.events.worker_report.add_listener(
+        lambda client_id, data, **_: _on_worker_report(st, client_id, data)
+    )
+    st.allow_worker_loss = bool(getattr(options, "allow_worker_loss", False))
     if isinstance(runner, WorkerRunner):
         runner.register_message(MSG_SCENARIO, _on_scenario_message)
         runner.register_message(MSG_STEP, _on_step_message)
         runner.register_message(MSG_DRAIN, _on_drain_message)
         runner.register_message(MSG_ABORT, _on_abort_message)
-        Departure(environment, run=lambda: STATE.run).install()  # after the runner's: it runs first
-        watch_master(environment, started=lambda: STATE.run is not None)
+        Departure(environment, run=lambda: st.run).install()  # after the runner's: it runs first
+        watch_master(environment, started=lambda: st.run is not None)
         return
     if isinstance(runner, MasterRunner):
         runner.register_message(MSG_LEAVING, _on_worker_leaving)
@@ -162,27 +156,28 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
             headless=bool(options.headless),
             started=lambda: runner.state not in ("ready",),
         )
-    STATE.signals = RunSignals(
+    st.signals = RunSignals(
         environment,
         headless=bool(options.headless),
-        conductor=lambda: STATE.conductor,
-        on_before_load=_stop_unstarted,
+        conductor=lambda: st.conductor,
+        on_before_load=lambda: _stop_unstarted(st),
     )
-    STATE.signals.install()
+    st.signals.install()
     if not options.scenario:
         if options.headless:
-            _fail_input("--scenario FILE is required")
+            _fail_input(st, "--scenario FILE is required")
         log.warning("llmload: no --scenario given; choose one in the web UI form")
         return
     try:
         setup(environment, runner, options)
     except InputError as e:
-        _fail_input(str(e))
+        _fail_input(st, str(e))
 
 
 def setup(environment: Any, runner: Any, options: Any) -> None:
     from llmload.targets import start_sims, wait_ready
 
+    st = state_of(environment)
     sc = load_for_options(options)
     check_api_keys(sc)
     overrides: list[str] = []
@@ -191,11 +186,11 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
         # Distributed: the simulators listen where the master does, and each worker reaches them
         # through its own --master-host (readiness.py checks that it can).
         host = str(options.master_bind_host or "0.0.0.0") if distributed else "127.0.0.1"
-        STATE.prepared = start_sims(sc, host=host)
-        overrides += STATE.prepared.overrides
+        st.prepared = start_sims(sc, host=host)
+        overrides += st.prepared.overrides
         sc = resolve(sc, overrides)
         if distributed:
-            for sp in STATE.prepared.sims:
+            for sp in st.prepared.sims:
                 print(
                     f"llmload: simulator for target {sp.name} listens on {sp.host}:{sp.port}; "
                     "workers reach it through their --master-host",
@@ -211,19 +206,19 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     progress = bool(options.headless) and not options.llm_quiet
     conductor = Conductor(run, results_dir, distributed=distributed, progress=progress)
     conductor.run_id = run_id
-    conductor.sim_targets = [sp.name for sp in STATE.prepared.sims] if STATE.prepared is not None else []
+    conductor.sim_targets = [sp.name for sp in st.prepared.sims] if st.prepared is not None else []
     conductor.results.write_json(
         RUN_INFO, run_info(sc, run_id, "distributed" if distributed else "local", time.time())
     )
-    STATE.run, STATE.conductor = run, conductor
+    st.run, st.conductor = run, conductor
     try:
-        STATE.sink = make_sink(
+        st.sink = make_sink(
             sc, run_id, results_dir / "influx-spool", "master" if distributed else "local", run.collector
         )
     except ValueError as e:
         raise InputError(f"{sc.source}: influx: {e}".splitlines()[0]) from None
-    if STATE.sink is not None:
-        conductor.sinks.append(SinkAdapter(STATE.sink, target_tags(sc)))
+    if st.sink is not None:
+        conductor.sinks.append(SinkAdapter(st.sink, target_tags(sc)))
     conductor.scraper = TelemetryScraper(sc, conductor.results)
     conductor.scraper.start()  # now, during readiness: its baseline scrape comes before any load
     conductor.send_scenario = send_scenario
@@ -256,8 +251,9 @@ def check_api_keys(sc: Any) -> None:
             )
 
 
-def _on_scenario_message(msg: Any, **_: Any) -> None:
-    env = STATE_ENV.env
+def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    env = environment
     data = msg.data
     sims = list(data.get("sims") or [])
     runner = env.runner
@@ -274,52 +270,44 @@ def _on_scenario_message(msg: Any, **_: Any) -> None:
         worker_count=data["count"],
         generation=data["generation"],
     )
-    STATE.run = run
+    st.run = run
     # This worker's own llm_request points (tagged with its id); spooled locally if InfluxDB is down.
     spool = Path("llmload-spool") / str(data.get("run_id", "run")) / str(runner.client_id)
-    STATE.sink = make_sink(sc, str(data.get("run_id", "run")), spool, str(runner.client_id), run.collector)
+    st.sink = make_sink(sc, str(data.get("run_id", "run")), spool, str(runner.client_id), run.collector)
     env.user_classes = [make_user_class(t, run) for t in sc.targets]
     env.stop_timeout = sc.load.stop_grace
     run.start_lag_monitor()
     gevent.spawn(check_from_worker, env, sc, sims)
-    d = STATE.pending_step
+    d = st.pending_step
     if d is not None and d.get("run_id") == data.get("run_id"):  # a step of this run that came first
         run.apply_step(d["number"], d["t0"], d["run_t0"])
-    STATE.pending_step = None
+    st.pending_step = None
 
 
-def _on_drain_message(msg: Any, **_: Any) -> None:
-    if STATE.run is not None:
-        STATE.run.start_draining()
+def _on_drain_message(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.run is not None:
+        st.run.start_draining()
 
 
-def _on_abort_message(msg: Any, **_: Any) -> None:
-    if STATE.run is not None:
-        STATE.run.abort_inflight()
+def _on_abort_message(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.run is not None:
+        st.run.abort_inflight()
 
 
-def _on_step_message(msg: Any, **_: Any) -> None:
+def _on_step_message(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
     d = msg.data
-    STATE.pending_step = d
-    if STATE.run is not None:
-        STATE.run.apply_step(d["number"], d["t0"], d["run_t0"])
-
-
-class _Env:
-    env: Any = None
-
-
-STATE_ENV = _Env()
-
-
-@on(events.init)
-def _keep_env(environment: Any, **_: Any) -> None:
-    STATE_ENV.env = environment
+    st.pending_step = d
+    if st.run is not None:
+        st.run.apply_step(d["number"], d["t0"], d["run_t0"])
 
 
 @on(events.test_start)
 def _on_test_start(environment: Any, **_: Any) -> None:
-    c = STATE.conductor
+    st = state_of(environment)
+    c = st.conductor
     runner = environment.runner
     if c is None:
         return
@@ -392,51 +380,53 @@ def _worker_ready_at_once(environment: Any, **_: Any) -> None:
         environment.stop_timeout = 0
 
 
-@on(events.report_to_master)
-def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
-    if STATE.run is not None:
-        STATE.run.set_users()
-        data["llmload"] = STATE.run.collector.drain()
+def _on_report_to_master(st: ProcessState, data: dict[str, Any]) -> None:
+    if st.run is not None:
+        st.run.set_users()
+        data["llmload"] = st.run.collector.drain()
 
 
-@on(events.worker_report)
-def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
-    if STATE.conductor is not None:
-        STATE.conductor.worker_report(client_id, data)
+def _on_worker_report(st: ProcessState, client_id: str, data: dict[str, Any]) -> None:
+    if st.conductor is not None:
+        st.conductor.worker_report(client_id, data)
 
 
-def _on_worker_leaving(msg: Any, **_: Any) -> None:
-    if STATE.conductor is not None:
-        STATE.conductor.worker_leaving(
+def _on_worker_leaving(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.conductor is not None:
+        st.conductor.worker_leaving(
             msg.node_id, str(msg.data.get("reason")), int(msg.data.get("in_flight", 0))
         )
 
 
-def _on_worker_reach(msg: Any, **_: Any) -> None:
-    if STATE.conductor is not None:
-        STATE.conductor.readiness.report(msg.node_id, msg.data)
+def _on_worker_reach(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.conductor is not None:
+        st.conductor.readiness.report(msg.node_id, msg.data)
 
 
-def _on_worker_left(msg: Any, **_: Any) -> None:
-    if STATE.conductor is not None:
-        STATE.conductor.worker_left(msg.node_id, str(msg.data.get("reason")))
+def _on_worker_left(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.conductor is not None:
+        st.conductor.worker_left(msg.node_id, str(msg.data.get("reason")))
 
 
 @on(events.quitting)
-def _on_quitting(environment: Any, **_: Any) -> None:
-    c = STATE.conductor
-    if STATE.run is not None:
-        STATE.run.stop_lag_monitor()
+def finish_run(environment: Any, **_: Any) -> None:
+    st = state_of(environment)
+    c = st.conductor
+    if st.run is not None:
+        st.run.stop_lag_monitor()
     if c is None:
-        close_sink(STATE.sink)  # a worker's llm_request points
+        close_sink(st.sink)  # a worker's llm_request points
         return
     if c.finalized:  # the web UI's Stop wrote it already, or a second signal's shutdown
         return
     if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
         c.finalized = True
-        discard_unstarted(c)
-        _stop_prepared()
-        STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None
+        discard_unstarted(st, c)
+        _stop_prepared(st)
+        st.forget_run()
         return
     c.finish_drain()  # the web UI quitting mid-test: in-flight streams end within stop_grace
     c.finalized = True
@@ -445,7 +435,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         c.ended_at = time.time()
         c.pull()
         c.event("stop", "run finished")
-        sink = STATE.sink
+        sink = st.sink
 
         def publish(summary: dict[str, Any]) -> dict[str, Any] | None:
             if sink is None:
@@ -456,24 +446,24 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         opts = environment.parsed_options
         summary, code = finalize(
             c,
-            allow_worker_loss=STATE.allow_worker_loss,
+            allow_worker_loss=st.allow_worker_loss,
             write_reports=not getattr(opts, "llm_no_reports", False),
             publish=publish,
         )
-        STATE.summary, STATE.exit_code = summary, code
+        st.summary, st.exit_code = summary, code
         c.results.close()
         print("\n" + render_table(summary), flush=True)
         print(f"results: {c.results.dir}", flush=True)
         print(f"verdict: {summary['run']['verdict']}", flush=True)
         environment.process_exit_code = code
     finally:
-        _stop_prepared()
+        _stop_prepared(st)
 
 
-def discard_unstarted(c: Conductor) -> None:
+def discard_unstarted(st: ProcessState, c: Conductor) -> None:
     """Drop a run that was built but never started: its scraper, its sink and its empty results."""
     c.stop_intervals()
-    close_sink(STATE.sink)
+    close_sink(st.sink)
     c.results.close()
     remove_unused_results(c.results.dir)
 

@@ -14,17 +14,9 @@ from locust.runners import WorkerRunner
 
 from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, Conductor
 from llmload.locust.hooks import on
-from llmload.locust.plugin import STATE, _on_quitting, discard_unstarted, setup
+from llmload.locust.plugin import discard_unstarted, finish_run, setup
+from llmload.locust.state import ProcessState, state_of
 from llmload.yamlsrc import InputError
-
-
-class _WebState:
-    loaded: tuple[str, str, tuple[str, ...]] | None = None  # (scenario, targets, --set) of the current run
-    last: Conductor | None = None  # the run the LLM tab shows (kept after it finished)
-    last_verdict: str | None = None  # its verdict, once its results are written
-
-
-WEB = _WebState()
 
 
 @on(events.init)
@@ -34,25 +26,26 @@ def _webui_on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) 
     from llmload.locust import webui
 
     opts = environment.parsed_options
-    if STATE.conductor is not None and opts is not None:
-        WEB.loaded = _webui_key(opts, opts.scenario, opts.llm_targets)
-        WEB.last = STATE.conductor
+    st = state_of(environment)
+    if st.conductor is not None and opts is not None:
+        st.web_loaded = _webui_key(opts, opts.scenario, opts.llm_targets)
+        st.web_last = st.conductor
     webui.register(
         web_ui,
-        rows=_webui_rows,
+        rows=lambda: _webui_rows(st),
         before_swarm=lambda form: webui_before_swarm(environment, form),
-        status=_webui_status,
+        status=lambda: _webui_status(st),
     )
 
 
-def _webui_status() -> dict[str, Any]:
+def _webui_status(st: ProcessState) -> dict[str, Any]:
     """The LLM tab's status line: which run, running or how it ended, and where its results are."""
-    c = STATE.conductor or WEB.last
+    c = st.conductor or st.web_last
     if c is None:
         return {"line": "no run yet: choose a scenario and press Start"}
-    finished = c is WEB.last and STATE.conductor is None and WEB.last_verdict is not None
+    finished = c is st.web_last and st.conductor is None and st.web_last_verdict is not None
     state = "finished" if finished else {"init": "ready", "done": "stopping"}.get(c.state, "running")
-    verdict = WEB.last_verdict if finished else None
+    verdict = st.web_last_verdict if finished else None
     line = f"run {c.run_id}: {verdict if verdict else state}; results: {c.results.dir}"
     return {
         "run_id": c.run_id,
@@ -63,8 +56,8 @@ def _webui_status() -> dict[str, Any]:
     }
 
 
-def _webui_rows() -> list[dict[str, Any]]:
-    c = STATE.conductor or WEB.last
+def _webui_rows(st: ProcessState) -> list[dict[str, Any]]:
+    c = st.conductor or st.web_last
     return c.live_rows() if c is not None else []
 
 
@@ -75,6 +68,7 @@ def webui_before_swarm(environment: Any, form: dict[str, str]) -> str | None:
     whether a shape exists, so the run (user classes, shape) is built here. A run already built
     for the same scenario and not yet started is kept. Returns an error line, or None.
     """
+    st = state_of(environment)
     runner = environment.runner
     opts = environment.parsed_options
     if runner is None or opts is None or runner.state in ("spawning", "running", "cleanup", "stopping"):
@@ -83,8 +77,8 @@ def webui_before_swarm(environment: Any, form: dict[str, str]) -> str | None:
     targets = (form.get("llm_targets", opts.llm_targets) or "").strip()
     if not scenario:
         return "llmload: no scenario: enter a scenario file in the form's 'scenario' field"
-    c = STATE.conductor
-    if c is not None and c.state == "init" and WEB.loaded == _webui_key(opts, scenario, targets):
+    c = st.conductor
+    if c is not None and c.state == "init" and st.web_loaded == _webui_key(opts, scenario, targets):
         return None
     _webui_discard(environment)
     opts.scenario, opts.llm_targets = scenario, targets
@@ -92,9 +86,9 @@ def webui_before_swarm(environment: Any, form: dict[str, str]) -> str | None:
         setup(environment, runner, opts)
     except InputError as e:
         _webui_discard(environment)
-        WEB.loaded = None
+        st.web_loaded = None
         return f"llmload: {e}"
-    WEB.loaded, WEB.last = _webui_key(opts, scenario, targets), STATE.conductor
+    st.web_loaded, st.web_last = _webui_key(opts, scenario, targets), st.conductor
     return None
 
 
@@ -104,21 +98,23 @@ def _webui_key(opts: Any, scenario: str | None, targets: str | None) -> tuple[st
 
 def _webui_discard(environment: Any) -> None:
     """Drop the current run before building another: a started one is finished, an unused one removed."""
-    c = STATE.conductor
+    st = state_of(environment)
+    c = st.conductor
     if c is not None and c.state != "init":
         _webui_finish(environment)
         return
     if c is not None:
-        discard_unstarted(c)
-    if STATE.prepared is not None:
-        STATE.prepared.stop()
-    STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None
+        discard_unstarted(st, c)
+    if st.prepared is not None:
+        st.prepared.stop()
+    st.forget_run()
 
 
 @on(events.test_start)
 def _webui_on_test_start(environment: Any, **_: Any) -> None:
-    if STATE.conductor is not None and getattr(environment, "web_ui", None) is not None:
-        STATE.conductor.live_rows()  # attach the tab's view before the first request line arrives
+    st = state_of(environment)
+    if st.conductor is not None and getattr(environment, "web_ui", None) is not None:
+        st.conductor.live_rows()  # attach the tab's view before the first request line arrives
 
 
 @on(events.test_stopping)
@@ -131,8 +127,9 @@ def _webui_on_test_stopping(environment: Any, **_: Any) -> None:
     streams open now are recorded ``aborted`` with their partial figures, and the page turns to
     stopped, with the run's final figures, as soon as the results are written.
     """
+    st = state_of(environment)
     opts = environment.parsed_options
-    c = STATE.conductor
+    c = st.conductor
     if opts is None or opts.headless or getattr(environment, "web_ui", None) is None:
         return
     if c is None or isinstance(environment.runner, WorkerRunner) or c.state in ("init", "done"):
@@ -159,18 +156,20 @@ def _webui_on_test_stop(environment: Any, **_: Any) -> None:
     The UI may start another test before Locust quits. Headless runs are left to the quitting
     listener, so every run writes its results exactly once.
     """
+    st = state_of(environment)
     opts = environment.parsed_options
     if opts is None or opts.headless or getattr(environment, "web_ui", None) is None:
         return
-    c = STATE.conductor
+    c = st.conductor
     if c is not None and c.state != "init" and not isinstance(environment.runner, WorkerRunner):
         _webui_finish(environment)
 
 
 def _webui_finish(environment: Any) -> None:
+    st = state_of(environment)
     import gevent
 
-    c = STATE.conductor
+    c = st.conductor
     assert c is not None
     if c.state != "done":  # stopped from the UI before the plan ended: cut what is still open
         c.state = "done"
@@ -181,14 +180,14 @@ def _webui_finish(environment: Any) -> None:
         if c.drained():
             break
         gevent.sleep(0.2)
-    WEB.last, WEB.last_verdict = c, None
-    STATE.summary = None
+    st.web_last, st.web_last_verdict = c, None
+    st.summary = None
     try:
-        _on_quitting(environment)
-        if STATE.summary is not None:
+        finish_run(environment)
+        if st.summary is not None:
             from llmload.locust.liveview import LiveView
 
-            LiveView.of(c).finish(STATE.summary)  # the tab now shows the results just written
-            WEB.last_verdict = str(STATE.summary["run"].get("verdict") or STATE.summary["run"]["status"])
+            LiveView.of(c).finish(st.summary)  # the tab now shows the results just written
+            st.web_last_verdict = str(st.summary["run"].get("verdict") or st.summary["run"]["status"])
     finally:
-        STATE.conductor = STATE.run = STATE.prepared = STATE.sink = None
+        st.forget_run()

@@ -1,0 +1,49 @@
+"""What llmload holds in one Locust process, attached to that process's Locust environment.
+
+    st = state_of(environment)   # created on first use; every listener reaches it the same way
+
+One object per process (a local runner, a master or a worker), no module globals: the current run
+(its controller and, on a local runner or a master, its conductor), the simulators started for it,
+its InfluxDB sink, and the web UI's memory of the last run. Locust hands every listener the
+environment, so each finds the state there; the two events that carry no environment
+(report_to_master, worker_report) are registered at init with the state bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmload.locust.conductor import Conductor
+    from llmload.locust.controller import LLMRun
+    from llmload.locust.signals import RunSignals
+    from llmload.targets import Prepared
+
+
+@dataclass
+class ProcessState:
+    run: LLMRun | None = None  # this process's share of the current run
+    conductor: Conductor | None = None  # the plan and the results (a local runner or a master)
+    prepared: Prepared | None = None  # simulators llmload started for the run
+    allow_worker_loss: bool = False
+    sink: Any = None  # the InfluxDB sink, when the scenario writes there
+    pending_step: dict[str, Any] | None = None  # a worker: a step message that came before the scenario
+    exit_code: int | None = None
+    summary: dict[str, Any] | None = None
+    signals: RunSignals | None = None
+    # the web UI: the scenario the current run was built from, and the run the LLM tab shows
+    web_loaded: tuple[str, str, tuple[str, ...]] | None = None
+    web_last: Conductor | None = None
+    web_last_verdict: str | None = None
+
+    def forget_run(self) -> None:
+        self.conductor = self.run = self.prepared = self.sink = None
+
+
+def state_of(environment: Any) -> ProcessState:
+    st = getattr(environment, "llmload_state", None)
+    if st is None:
+        st = ProcessState()
+        environment.llmload_state = st
+    return st
