@@ -1,0 +1,64 @@
+"""An in-memory transport for the stream client: a scripted HTTP response, no sockets.
+
+    transport = MemoryTransport(200, [b"data: {...}\\n\\n", b"data: [DONE]\\n\\n"])
+    stream_request(transport, req, rec, clock=transport.clock)
+
+Each block is one read, stamped one millisecond after the last on the transport's own clock, so
+a record's figures depend only on the bytes and how they were split. ``cut=True`` ends the body as
+a dropped connection does (the real transport's ConnectFailed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from llmload.transport import ConnectFailed
+
+
+class MemoryResponse:
+    def __init__(self, status: int, blocks: list[bytes], clock: MemoryClock, cut: bool) -> None:
+        self.status = status
+        self._blocks = blocks
+        self._clock = clock
+        self._cut = cut
+        self.closed_complete: bool | None = None
+
+    def blocks(self) -> Iterator[tuple[float, bytes]]:
+        for b in self._blocks:
+            yield self._clock.tick(), b
+        if self._cut:
+            raise ConnectFailed("connection reset by peer")
+
+    def read_body(self, limit: int = 65536) -> bytes:
+        return b"".join(self._blocks)[:limit]
+
+    def token_arrived(self) -> None:
+        pass
+
+    @property
+    def retry_after_s(self) -> float | None:
+        return None
+
+    def close(self, complete: bool) -> None:
+        self.closed_complete = complete
+
+
+class MemoryClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def tick(self) -> float:
+        self.t += 0.001
+        return self.t
+
+
+class MemoryTransport:
+    def __init__(self, status: int, blocks: list[bytes], *, cut: bool = False) -> None:
+        self.clock = MemoryClock()
+        self.response = MemoryResponse(status, blocks, self.clock, cut)
+
+    def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> MemoryResponse:
+        return self.response
