@@ -17,6 +17,7 @@ from typing import Any
 import gevent
 
 from llmload.metrics import Histogram
+from llmload.results_model import RunBlock
 from llmload.sinks.results import read_telemetry
 from llmload.summary import build_summary
 
@@ -154,6 +155,7 @@ def finalize(
             code = EXIT_SLO
     summary["run"]["verdict"] = verdict(summary["run"], missed, code)
     summary["run"]["exit_code"] = code
+    RunBlock.model_validate(summary["run"])  # the published shape (docs/schemas/summary-run.schema.json)
     c.results.summary(summary)  # the reports read the figures above; the verdict comes from them
     return summary, code
 

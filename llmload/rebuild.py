@@ -17,7 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from llmload.records import RequestRecord
+from llmload.results_model import RequestLine
 from llmload.runstate import Aggregator, Collector
 from llmload.scenario import validate_data
 from llmload.secrets import redact
@@ -41,43 +44,49 @@ def run_info(scenario: Any, run_id: str, mode: str, started_at: float) -> dict[s
     }
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def _lines(path: Path) -> list[RequestLine]:
     out = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             try:
-                out.append(json.loads(line))
+                data = json.loads(line)
             except ValueError:
                 continue  # the last line, torn by the kill
+            try:
+                out.append(RequestLine.model_validate(data))
+            except ValidationError as e:
+                err = e.errors()[0]
+                field = ".".join(str(x) for x in err["loc"])
+                raise InputError(f"{path}:{n}: {field}: {err['msg']}") from None
     return out
 
 
-def _record(x: dict[str, Any]) -> RequestRecord:
+def _record(x: RequestLine) -> RequestRecord:
     def s(ms: float | None) -> float | None:
         return None if ms is None else ms / 1000.0
 
     return RequestRecord(
-        target=x["target"],
-        index=x["index"],
-        worker=x["worker"],
-        phase=x["phase"],
-        level=x["level"],
-        status=x["status"],
-        http_status=x.get("http_status"),
-        start_time=x["start_time"],
-        intended_time=x.get("intended_time"),
-        ttft_s=s(x.get("ttft_ms")),
-        e2e_s=s(x.get("e2e_ms")),
-        prompt_tokens=x.get("prompt_tokens"),
-        prompt_tokens_client=int(x.get("prompt_tokens_client") or 0),
-        output_tokens=x.get("output_tokens", 0),
-        output_tokens_approx=x.get("output_tokens_approx", False),
-        output_tokens_source=x.get("output_tokens_source", "chunks"),
-        chunks=x.get("chunks", 0),
-        empty_chunks=x.get("empty_chunks", 0),
-        finish_reason=x.get("finish_reason"),
-        error=x.get("error"),
-        retry_after_s=x.get("retry_after_s"),
+        target=x.target,
+        index=x.index,
+        worker=x.worker,
+        phase=x.phase,
+        level=x.level,
+        status=x.status,
+        http_status=x.http_status,
+        start_time=x.start_time,
+        intended_time=x.intended_time,
+        ttft_s=s(x.ttft_ms),
+        e2e_s=s(x.e2e_ms),
+        prompt_tokens=x.prompt_tokens,
+        prompt_tokens_client=x.prompt_tokens_client,
+        output_tokens=x.output_tokens,
+        output_tokens_approx=x.output_tokens_approx,
+        output_tokens_source=x.output_tokens_source,
+        chunks=x.chunks,
+        empty_chunks=x.empty_chunks,
+        finish_reason=x.finish_reason,
+        error=x.error,
+        retry_after_s=x.retry_after_s,
     )
 
 
@@ -113,7 +122,7 @@ def rebuild_summary(results_dir: Path) -> dict[str, Any]:
     info = json.loads(info_path.read_text(encoding="utf-8"))
     sc = validate_data(info["scenario"], {}, info.get("scenario_file") or str(info_path))
     targets = [t.name for t in sc.targets]
-    recs = [_record(x) for x in _lines(d / "requests.jsonl") if x.get("target") in targets]
+    recs = [_record(x) for x in _lines(d / "requests.jsonl") if x.target in targets]
     collector = Collector(targets, worker="rebuilt")
     for r in recs:
         collector.started(r.target)

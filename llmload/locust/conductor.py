@@ -20,6 +20,7 @@ from llmload.finish import EXIT_INPUT
 from llmload.locust.controller import LLMRun
 from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.users import class_name
+from llmload.results_model import TimeseriesRow
 from llmload.runstate import Aggregator
 from llmload.sinks.results import ResultsWriter
 from llmload.sinks.terminal import progress_line
@@ -429,25 +430,25 @@ class Conductor:
             reqs = st.requests if st else 0
             out_tok = st.output_tokens if st else 0  # tokens of requests that completed in the interval
             live_tok = streamed.get(t, 0)  # tokens received during the interval, as they streamed
-            row = {
-                "t": round(now, 3),
-                "target": t,
-                "interval_s": round(span, 3),
-                "requests": reqs,
-                "failures": st.failures if st else 0,
-                "output_tokens": out_tok,
-                "streamed_tokens": live_tok,
-                "output_tok_s": round(live_tok / span, 3),
-                "req_s": round(reqs / span, 4),
-                "in_flight": self.agg.total_in_flight(t),
-                "users": self.agg.total_users(t),
-                "ttft_p50_ms": ttft["p50"],
-                "ttft_p99_ms": ttft["p99"],
-                "itl_p50_ms": itl["p50"],
-                "itl_p99_ms": itl["p99"],
-                "loop_lag_p99_ms": lag_p99,
-                "cpu_percent": round(cpu_now, 1),
-            }
+            row = TimeseriesRow(
+                t=round(now, 3),
+                target=t,
+                interval_s=round(span, 3),
+                requests=reqs,
+                failures=st.failures if st else 0,
+                output_tokens=out_tok,
+                streamed_tokens=live_tok,
+                output_tok_s=round(live_tok / span, 3),
+                req_s=round(reqs / span, 4),
+                in_flight=self.agg.total_in_flight(t),
+                users=self.agg.total_users(t),
+                ttft_p50_ms=ttft["p50"],
+                ttft_p99_ms=ttft["p99"],
+                itl_p50_ms=itl["p50"],
+                itl_p99_ms=itl["p99"],
+                loop_lag_p99_ms=lag_p99,
+                cpu_percent=round(cpu_now, 1),
+            ).model_dump()
             self.results.timeseries(row)
             for s in self.sinks:
                 try:

@@ -1,0 +1,62 @@
+"""The results directory matches its published schemas (docs/schemas/), which are the models' own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import get_args
+
+import jsonschema
+
+from llmload.records import STATUS_CLASSES
+from llmload.results_model import SCHEMAS, Status, schema_text
+from tests.conftest import ROOT, TOLERANT_CLIENT
+
+PUBLISHED = ROOT / "docs" / "schemas"
+
+
+def test_the_published_schemas_are_the_models_own() -> None:
+    for name, model in SCHEMAS.items():
+        path = PUBLISHED / f"{name}.schema.json"
+        assert path.read_text() == schema_text(model), (
+            f"{path} is stale: python -m llmload.results_model docs/schemas"
+        )
+    assert set(get_args(Status)) == set(STATUS_CLASSES)  # one list of classes, in two notations
+
+
+def test_a_real_run_matches_the_published_schemas(tmp_path: Path, sse_server: str) -> None:
+    scn = tmp_path / "s.yaml"
+    scn.write_text(
+        f"{TOLERANT_CLIENT}\n"
+        f"targets:\n  - name: a\n    kind: openai\n    base_url: '{sse_server}'\n    model: test-model\n"
+        "    extra_body: {llmload_test: {mode: timed, n: 8, first_ms: 5, interval_ms: 20}}\n"
+        "load: {users: 2, duration: 5s, warmup: 0s}\n"
+    )
+    out = tmp_path / "r"
+    r = subprocess.run(
+        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--no-reports", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    schema = {n: json.loads((PUBLISHED / f"{n}.schema.json").read_text()) for n in SCHEMAS}
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (out / "timeseries.jsonl").read_text().splitlines()]
+    assert lines and rows
+    for x in lines:
+        jsonschema.validate(x, schema["requests-line"])
+    for x in rows:
+        jsonschema.validate(x, schema["timeseries-row"])
+    jsonschema.validate(json.loads((out / "summary.json").read_text())["run"], schema["summary-run"])
+    # And a line that breaks the shape is caught (the check is not vacuous).
+    bad = dict(lines[0], status="fine")
+    try:
+        jsonschema.validate(bad, schema["requests-line"])
+    except jsonschema.ValidationError:
+        pass
+    else:
+        raise AssertionError("a request line with an unknown status passed the schema")
