@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_report.py [--requests 5000] [--resamples 2000]
 
-Writes two synthetic results directories (llmload.report.synth, one target, --requests each,
+Writes two synthetic results directories (tests/synth.py, one target, --requests each,
 the candidate's TTFT shifted +30%), then times:
 - loading a results directory (the baseline every report step pays),
 - compare_runs (paired bootstrap, 7 metrics) and its ratio to the load time,
@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from llmload.report.compare import compare_runs
-from llmload.report.outputs import write_all
-from llmload.report.results import load_run
-from llmload.report.synth import SynthTarget, write_results_dir
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from llmload.report.compare import compare_runs  # noqa: E402
+from llmload.report.outputs import write_all  # noqa: E402
+from llmload.report.results import load_run  # noqa: E402
+from tests.synth import SynthTarget, write_results_dir  # noqa: E402 - the tests' synthetic results
 
 
 def _timed(fn):  # type: ignore[no-untyped-def]

@@ -285,8 +285,7 @@ def validate_data(
         raise InputError(f"{source}:1: the scenario must be a mapping with at least `targets`")
     _check_unique_names(data, lines, source)
     try:
-        sc = Scenario.model_validate(data)
-        sc.source = source
+        sc = Scenario.model_validate(data).model_copy(update={"source": source})
         _validate_sections(sc)
     except ValidationError as e:
         errors = [(_real_loc(data, _loc(e, err, data)), err) for err in e.errors()]

@@ -2,8 +2,8 @@
 
 Host A and host B are network namespaces of their own (tests/netns.py), so the commands run exactly
 as the README writes them, fixed default ports included; only SCENARIO, N and the master's address
-are filled in. The master and the simulated engine it starts live on A, the workers on B; every
-request crosses the veth link. Each test also reads what the processes said while they waited.
+are filled in. The master, the simulated engine it starts and InfluxDB live on A, the workers on B;
+every request and every worker's InfluxDB point crosses the veth link. Each test also reads what the processes said while they waited.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.netns import Hosts, make_hosts
+from tests.servers import INFLUXD, require_binary
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -89,6 +90,56 @@ def start_run(
     return m, workers
 
 
+INFLUX_CONF = """\
+reporting-disabled = true
+bind-address = "127.0.0.1:8088"
+[meta]
+  dir = "{root}/meta"
+[data]
+  dir = "{root}/data"
+  wal-dir = "{root}/wal"
+  query-log-enabled = false
+[http]
+  enabled = true
+  bind-address = "0.0.0.0:8086"
+  log-enabled = false
+"""
+
+
+def influx_on_a(hosts: Hosts, tmp: Path) -> subprocess.Popen[bytes]:
+    """InfluxDB 1.x on host A, listening on every address there (its own namespace: port 8086 is free)."""
+    binary = require_binary(INFLUXD)
+    root = tmp / "influxd"
+    root.mkdir()
+    (root / "influxdb.conf").write_text(INFLUX_CONF.format(root=root))
+    proc = spawn(hosts, "a", [binary, "-config", str(root / "influxdb.conf")], root / "influxd.log")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            influxql(hosts, 'CREATE DATABASE "llmload"')
+            return proc
+        except AssertionError:
+            assert proc.poll() is None and time.monotonic() < deadline, (root / "influxd.log").read_text()[
+                -2000:
+            ]
+            time.sleep(0.5)
+
+
+def influxql(hosts: Hosts, q: str) -> list[list[object]]:
+    """Run InfluxQL on host A's InfluxDB, from host A; the rows' values."""
+    code = (
+        "import json,sys,urllib.parse,urllib.request;"
+        "d=urllib.parse.urlencode({'q':sys.argv[1],'db':'llmload'}).encode();"
+        "print(urllib.request.urlopen('http://127.0.0.1:8086/query',d,timeout=5).read().decode())"
+    )
+    r = subprocess.run(
+        hosts.on("a", [sys.executable, "-c", code, q]), capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 0, r.stderr[-500:]
+    out = json.loads(r.stdout)["results"][0]
+    return [v for series in out.get("series", []) for v in series["values"]]
+
+
 def results(out: Path) -> tuple[dict, list[dict]]:
     summary = json.loads((out / "summary.json").read_text())
     return summary, [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
@@ -97,11 +148,14 @@ def results(out: Path) -> tuple[dict, list[dict]]:
 def test_the_readme_commands_run_two_workers_across_a_link_and_merge_exactly(
     hosts: Hosts, tmp_path: Path
 ) -> None:
-    m, workers = start_run(hosts, tmp_path, "load: {users: 4, duration: 8s, warmup: 0s}\n")
+    influx = influx_on_a(hosts, tmp_path)  # the master and both workers write to it across the link
+    sink = f"influx: {{url: 'http://{hosts.a}:8086', database: llmload}}\n"
+    m, workers = start_run(hosts, tmp_path, "load: {users: 4, duration: 8s, warmup: 0s}\n" + sink)
     try:
         rc = m.wait(180)
+        stored = influxql(hosts, "SELECT count(index) FROM llm_request GROUP BY worker")
     finally:
-        finish([m, *workers])
+        finish([m, *workers, influx])
     log = (tmp_path / "master.log").read_text()
     assert rc == 0, log[-3000:]
     assert "Traceback" not in log
@@ -120,6 +174,12 @@ def test_the_readme_commands_run_two_workers_across_a_link_and_merge_exactly(
     rows = {r["figure"]: r for r in t["server_agreement"]["rows"]}
     assert rows["requests"]["server"] == rows["requests"]["client"] == len(lines), rows["requests"]
     assert rows["output tokens"]["server"] == sum(x["output_tokens"] for x in lines)
+    # InfluxDB on host A holds one llm_request point per request line, written by the workers on host B.
+    print(
+        f"{len(lines)} requests from 2 workers; server counted {rows['requests']['server']}; influx {stored}"
+    )
+    assert sum(int(str(v[1])) for v in stored) == len(lines), stored
+    assert len(stored) == 2  # one series per worker
 
 
 def test_cutting_every_worker_off_ends_in_exit_3_with_the_workers_named(hosts: Hosts, tmp_path: Path) -> None:

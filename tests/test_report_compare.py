@@ -9,7 +9,7 @@ import pytest
 
 from llmload.report.cli import compare_main
 from llmload.report.compare import BETTER, SAME, WORSE, compare_runs, compare_targets
-from llmload.report.synth import SynthTarget, write_results_dir
+from tests.synth import SynthTarget, write_results_dir
 
 N = 300
 RESAMPLES = 500

@@ -20,8 +20,8 @@ import pytest
 
 from llmload.report.charts import PALETTE
 from llmload.report.html import build_html
-from llmload.report.synth import SynthLevel, SynthTarget, write_results_dir
 from tests.conftest import ARTIFACTS, CHROME_ARGS, CHROMIUM
+from tests.synth import SynthLevel, SynthTarget, write_results_dir
 
 TARGETS = [
     SynthTarget("vllm", ttft_ms=60, gpus=2, cost_per_hour=8.0),

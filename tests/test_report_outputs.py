@@ -12,7 +12,7 @@ import llmload.report as report_pkg
 from llmload.report import render_junit, render_markdown, write_all
 from llmload.report.cli import report_main
 from llmload.report.results import BadResults, load_run
-from llmload.report.synth import SynthTarget, write_results_dir
+from tests.synth import SynthTarget, write_results_dir
 
 
 def _p99(d: Path, target: str, metric: str) -> float:

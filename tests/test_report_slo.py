@@ -18,7 +18,7 @@ from llmload.report.slo import (
     measured_value,
     request_meets,
 )
-from llmload.report.synth import SynthLevel, SynthTarget, write_results_dir
+from tests.synth import SynthLevel, SynthTarget, write_results_dir
 
 
 def test_slospec_rejects_unknown_keys_and_out_of_range_values() -> None:

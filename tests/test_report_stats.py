@@ -12,7 +12,7 @@ from llmload.metrics import Histogram, nearest_rank
 from llmload.report.efficiency import efficiency
 from llmload.report.results import load_run
 from llmload.report.stats import ecdf, histogram_cdf, histogram_percentile
-from llmload.report.synth import SynthTarget, write_results_dir
+from tests.synth import SynthTarget, write_results_dir
 
 
 def _samples(n: int, seed: int = 3) -> list[float]:

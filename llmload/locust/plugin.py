@@ -120,7 +120,7 @@ def load_for_options(options: Any) -> Any:
         unknown = [w for w in wanted if w not in {t.name for t in sc.targets}]
         if unknown:
             raise InputError(f"--llm-targets: unknown target(s) {', '.join(unknown)}")
-        sc.targets = [t for t in sc.targets if t.name in wanted]
+        sc = sc.model_copy(update={"targets": [t for t in sc.targets if t.name in wanted]})
     return sc
 
 
