@@ -68,9 +68,8 @@ class Conductor:
         self.sinks: list[Any] = []  # objects with interval(row) / event(kind, text)
         self.scraper: Any = None  # TelemetryScraper (engine /metrics, DCGM text -> telemetry.jsonl)
         self.run_id = ""
-        self.worker_slots: dict[
-            str, int
-        ] = {}  # worker -> its share of the plan, k of worker_count (-1: none)
+        # worker -> its share of the plan: slot k of worker_count (-1: none, it joined with none free)
+        self.worker_slots: dict[str, int] = {}
         self.worker_count = 0
         self.generation = 0  # how many times workers were given the scenario (the start, late joiners)
         self.sim_targets: list[str] = []  # targets whose simulator this process started

@@ -78,7 +78,12 @@ def webui_before_swarm(environment: Any, form: dict[str, str]) -> str | None:
     if not scenario:
         return "llmload: no scenario: enter a scenario file in the form's 'scenario' field"
     c = st.conductor
-    if c is not None and c.state == "init" and st.web_loaded == _webui_key(opts, scenario, targets):
+    if (
+        c is not None
+        and c.state == "init"
+        and c.not_ready is None  # a run whose workers could not reach a target is built again
+        and st.web_loaded == _webui_key(opts, scenario, targets)
+    ):
         return None
     _webui_discard(environment)
     opts.scenario, opts.llm_targets = scenario, targets
