@@ -77,7 +77,7 @@ class Conductor:
         self.not_ready: str | None = None  # why the workers could not start (nothing was sent)
         self._last_tick: Tick | None = None
         self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
-        self.send_scenario: Any = None  # plugin.send_scenario (master), set by the plugin
+        self.send_scenario: Any = None  # distribution.send_scenario (master), set by the plugin
         self._interval_greenlet: gevent.Greenlet | None = None
         self._proc: Any = None  # psutil.Process of this process, while intervals run
         self._last_interval = time.time()

@@ -1,0 +1,195 @@
+"""How a distributed run is shared: the master gives each worker the run, workers report back.
+
+    register(environment, runner, st)     # from plugin.py's init listener, in every process
+
+The master sends each worker the resolved scenario once per test (``send_scenario``: its slot of
+the plan, the worker count, which targets are the master's simulators) and each plan step; a
+worker builds its run from that message, checks that it reaches every target (readiness.py),
+follows the steps, and ships its records' deltas in every report. Departures (departure.py),
+readiness reports and final reports arrive here on the master and go to the conductor.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
+from llmload.locust.controller import LLMRun
+from llmload.locust.departure import MSG_LEAVING, MSG_LEFT
+from llmload.locust.hooks import on
+from llmload.locust.readiness import MSG_REACH, check_from_worker
+from llmload.locust.state import ProcessState, state_of
+from llmload.locust.telemetry_hook import make_sink
+from llmload.locust.users import make_user_class
+from llmload.scenario import validate_data
+from llmload.targets import rehome
+
+
+def register(environment: Any, runner: Any, st: ProcessState) -> None:
+    """This process's side of the exchange (the two report events carry no environment: bound here)."""
+    environment.events.report_to_master.add_listener(
+        lambda client_id, data, **_: _on_report_to_master(st, data)
+    )
+    environment.events.worker_report.add_listener(
+        lambda client_id, data, **_: _on_worker_report(st, client_id, data)
+    )
+    if isinstance(runner, WorkerRunner):
+        runner.register_message(MSG_SCENARIO, _on_scenario_message)
+        runner.register_message(MSG_STEP, _on_step_message)
+        runner.register_message(MSG_DRAIN, _on_drain_message)
+        runner.register_message(MSG_ABORT, _on_abort_message)
+    elif isinstance(runner, MasterRunner):
+        runner.register_message(MSG_LEAVING, _on_worker_leaving)
+        runner.register_message(MSG_LEFT, _on_worker_left)
+        runner.register_message(MSG_REACH, _on_worker_reach)
+
+
+def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    env = environment
+    data = msg.data
+    sims = list(data.get("sims") or [])
+    runner = env.runner
+    for t in data["scenario"]["targets"]:  # the master's simulators, at the address this host uses
+        if t["name"] in sims and t.get("base_url"):
+            t["base_url"] = rehome(t["base_url"], env.parsed_options.master_host)
+    sc = validate_data(data["scenario"], {}, data.get("source", "master"))
+    run = LLMRun(
+        env,
+        sc,
+        role="worker",
+        worker_id=runner.client_id,
+        worker_index=data["slot"],
+        worker_count=data["count"],
+        generation=data["generation"],
+    )
+    st.run = run
+    # This worker's own llm_request points (tagged with its id); spooled locally if InfluxDB is down.
+    spool = Path("llmload-spool") / str(data.get("run_id", "run")) / str(runner.client_id)
+    st.sink = make_sink(sc, str(data.get("run_id", "run")), spool, str(runner.client_id), run.collector)
+    env.user_classes = [make_user_class(t, run) for t in sc.targets]
+    env.stop_timeout = sc.load.stop_grace
+    run.start_lag_monitor()
+    gevent.spawn(check_from_worker, env, sc, sims)
+    d = st.pending_step
+    if d is not None and d.get("run_id") == data.get("run_id"):  # a step of this run that came first
+        run.apply_step(d["number"], d["t0"], d["run_t0"])
+    st.pending_step = None
+
+
+def _on_drain_message(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.run is not None:
+        st.run.start_draining()
+
+
+def _on_abort_message(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.run is not None:
+        st.run.abort_inflight()
+
+
+def _on_step_message(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    d = msg.data
+    st.pending_step = d
+    if st.run is not None:
+        st.run.apply_step(d["number"], d["t0"], d["run_t0"])
+
+
+def send_scenario(c: Conductor, runner: Any) -> None:
+    """Master: give each worker that has none the resolved scenario, its slot and the worker count.
+
+    A worker keeps its run for the whole test: sending it the scenario again would replace the run
+    its users are issuing on, and their records would never be reported (measured: after one of
+    two workers left, the other's 26 later requests reached the server and no record). The workers
+    connected at the start share the plan by slot (k of n). One that connects later takes the slot
+    of a lost worker (its share of the plan goes on, with request indexes of its own generation) or,
+    with no slot free, idles until the next test.
+    """
+    ids = sorted(runner.clients.keys())
+    new = [cid for cid in ids if cid not in c.worker_slots]
+    if not new:
+        return
+    if not c.worker_slots:
+        c.worker_count = len(ids)
+    lost = {w["worker"] for w in c.lost_workers}
+    held = {k for w, k in c.worker_slots.items() if w not in lost}
+    free = [k for k in range(c.worker_count) if k not in held]
+    c.generation += 1
+    for cid in new:
+        k = free.pop(0) if free else -1
+        c.worker_slots[cid] = k
+        if c.generation > 1:
+            c.event(
+                "worker_joined",
+                f"worker {cid} joined mid-run: "
+                + (
+                    f"takes slot {k} of {c.worker_count}"
+                    if k >= 0
+                    else "no free slot, idle until the next test"
+                ),
+                worker=cid,
+            )
+        data = {
+            "scenario": c.sc.model_dump(mode="json", exclude_none=True),
+            "source": c.sc.source,
+            "slot": k,
+            "count": c.worker_count,
+            "generation": c.generation - 1,
+            "run_id": c.run_id,
+            "sims": c.sim_targets,
+        }
+        runner.send_message(MSG_SCENARIO, data, client_id=cid)
+        c.known_workers.setdefault(cid, time.time())
+
+
+@on(events.test_stop)
+def _worker_ready_at_once(environment: Any, **_: Any) -> None:
+    """A worker whose users have stopped is ready for the next test now, not stop_grace later.
+
+    After a test Locust's worker sleeps ``stop_timeout`` (load.stop_grace, 60 s by default) before
+    it tells the master it is ready again, and until then the master refuses New ("before at least
+    one worker processes has connected"). The master has already drained or cut the streams
+    (MSG_DRAIN, MSG_ABORT) and this worker's users have ended; the next scenario message sets
+    stop_grace again.
+    """
+    if isinstance(environment.runner, WorkerRunner):
+        environment.stop_timeout = 0
+
+
+def _on_report_to_master(st: ProcessState, data: dict[str, Any]) -> None:
+    if st.run is not None:
+        st.run.set_users()
+        data["llmload"] = st.run.collector.drain()
+
+
+def _on_worker_report(st: ProcessState, client_id: str, data: dict[str, Any]) -> None:
+    if st.conductor is not None:
+        st.conductor.worker_report(client_id, data)
+
+
+def _on_worker_leaving(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.conductor is not None:
+        st.conductor.worker_leaving(
+            msg.node_id, str(msg.data.get("reason")), int(msg.data.get("in_flight", 0))
+        )
+
+
+def _on_worker_reach(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.conductor is not None:
+        st.conductor.readiness.report(msg.node_id, msg.data)
+
+
+def _on_worker_left(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.conductor is not None:
+        st.conductor.worker_left(msg.node_id, str(msg.data.get("reason")))
