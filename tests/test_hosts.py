@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.netns import Hosts, make_hosts
-from tests.servers import INFLUXD, require_binary
+from tests.servers import INFLUXD, require_binary, stop_process
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -67,13 +67,7 @@ def wait_log(log: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: flo
 
 def finish(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_process(p)
 
 
 def start_run(

@@ -92,14 +92,8 @@ def test_a_worker_host_cut_off_mid_run_is_detected_and_nothing_is_counted_twice(
         hosts.restore()  # the host comes back while the run goes on
         rc = master.wait(120)
     finally:
-        for p in (master, here, there):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-        stop_process(sim)
+        for p in (master, here, there, sim):
+            stop_process(p)
     log = (tmp_path / "master.log").read_text()
     assert rc == 3, log[-3000:]  # a lost worker makes the run invalid without --allow-worker-loss
     summary = json.loads((out / "summary.json").read_text())
