@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.load.executors import Step, arrival_times
+from llmload.load.plan import Step, arrival_times, build_plan, split_share, users_at
 from llmload.load.workload import WorkloadSource, load_dataset
 from llmload.scenario import parse_scenario
 from llmload.yamlsrc import InputError
@@ -63,6 +63,34 @@ FAST = "{llmload_test: {mode: timed, n: 5, first_ms: 5, interval_ms: 5}}"
 
 
 # --- schedules (pure) ---------------------------------------------------------------
+
+
+def test_plan_pairs_targets_in_parallel_and_takes_them_in_turn_in_sequence() -> None:
+    sc = parse_scenario(
+        "targets: [{name: a, kind: openai, base_url: http://127.0.0.1:9/v1, model: m},"
+        " {name: b, kind: openai, base_url: http://127.0.0.1:9/v1, model: m}]\n"
+        "load:\n  phases:\n"
+        "    - {executor: ramping-vus, start_vus: 2, stages: [{duration: 4s, target: 6}, {duration: 2s, target: 6}]}\n"
+        "    - {executor: sweep, levels: [1, 3], hold: 1s, settle: 2s}\n",
+        source="plan.yaml",
+    )
+    phases = sc.load.phases
+    par = build_plan(phases, ["a", "b"], "parallel")
+    seq = build_plan(phases, ["a", "b"], "sequential")
+    assert [p.targets for p in par] == [("a", "b")] * 4
+    assert [p.targets for p in seq] == [("a",)] * 4 + [("b",)] * 4
+    assert [p.number for p in seq] == list(range(8))
+    # the same position (paired schedules) for each target's n-th step
+    assert [p.position for p in seq] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert [p.step for p in seq[:4]] == [p.step for p in seq[4:]] == [p.step for p in par]
+    ramp, hold, c1, c3 = (p.step for p in par)
+    assert users_at(ramp, 2) == (12, (6 - 2) * 2 / 4.0)  # the change spread over the stage
+    assert users_at(hold, 2)[0] == 12 and users_at(c3, 1) == (3, 3.0)
+    assert (c1.level, c1.settle_after, c3.level) == ("c=1", 2.0, "c=3")
+    # shares of a per-target count: every request exactly once across any number of workers
+    for total in (0, 1, 7, 100):
+        for n in (1, 2, 3, 8):
+            assert sum(split_share(total, k, n) for k in range(n)) == total
 
 
 def test_arrival_schedule_is_seeded_exact_in_count_and_poisson_like() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import gevent
 
 from llmload.finish import EXIT_INPUT
+from llmload.load.plan import PlanStep, users_at
 from llmload.locust.controller import LLMRun
 from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.users import class_name
@@ -145,20 +146,11 @@ class Conductor:
         self._last_tick = IDLE
         return self._last_tick
 
-    def users_for(self, ps: Any) -> Tick:
-        st = ps.step
-        if st.open_loop:
+    def users_for(self, ps: PlanStep) -> Tick:
+        if ps.step.open_loop:
             return IDLE
-        n = len(ps.targets)
-        classes = [self.env.user_classes_by_name[class_name(t)] for t in ps.targets]
-        total = st.users * n
-        if st.start_users is not None and st.duration:
-            rate = max(0.01, abs(st.users - st.start_users) * n / st.duration)
-        elif st.spawn_rate:
-            rate = st.spawn_rate * n
-        else:
-            rate = float(max(total, 1))
-        return (total, rate, classes)
+        total, rate = users_at(ps.step, len(ps.targets))
+        return (total, rate, [self.env.user_classes_by_name[class_name(t)] for t in ps.targets])
 
     def enter_step(self, number: int, now: float) -> None:
         if number >= len(self.run.plan):

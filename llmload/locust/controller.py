@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 
 from llmload.gctune import freeze_startup_objects
-from llmload.load.executors import Step, arrival_times, plan_steps
+from llmload.load.plan import PlanStep, arrival_times, build_plan, split_share
 from llmload.load.workload import RequestSpec, WorkloadSource
 from llmload.locust.users import class_name
 from llmload.openai_stream import build_request, stream_request
@@ -33,33 +32,6 @@ GENERATION_BLOCK = 1_000_000_000  # kinds whose API rejects the vLLM-style ignor
 
 class LLMFailure(Exception):
     """What Locust's statistics show for a failed stream (status class: message)."""
-
-
-@dataclass
-class PlanStep:
-    step: Step
-    targets: list[str]  # active targets (all in parallel mode, one in sequential mode)
-    number: int  # position in the whole plan
-    position: int  # position in one target's plan (same for every target: paired schedules)
-
-
-def build_plan(scenario: Any) -> list[PlanStep]:
-    steps = plan_steps(scenario.load.phases)
-    names = [t.name for t in scenario.targets]
-    out: list[PlanStep] = []
-    if scenario.load.mode == "sequential":
-        for t in names:
-            for pos, st in enumerate(steps):
-                out.append(PlanStep(st, [t], len(out), pos))
-    else:
-        for pos, st in enumerate(steps):
-            out.append(PlanStep(st, names, pos, pos))
-    return out
-
-
-def split_share(total: int, k: int, n: int) -> int:
-    """Worker k's deterministic share of ``total`` among ``n`` workers."""
-    return total // n + (1 if k < total % n else 0)
 
 
 class LLMRun:
@@ -83,7 +55,7 @@ class LLMRun:
         self.targets = {t.name: t for t in scenario.targets}
         base = Path(scenario.source).parent if scenario.source else Path.cwd()
         self.source = WorkloadSource(scenario.workload, base_dir=base)
-        self.plan = build_plan(scenario)
+        self.plan = build_plan(scenario.load.phases, [t.name for t in scenario.targets], scenario.load.mode)
         self.collector = Collector(list(self.targets), worker=worker_id)
         self.current: PlanStep | None = None
         self.draining = False

@@ -1,0 +1,223 @@
+"""The load plan: a scenario's phases (llmload/load/executors.py) as steps over time.
+
+    phases -> plan_steps -> Step            one setting of one phase (users, or an arrival rate)
+    Step + targets + mode -> build_plan     the run's steps in order, each with its active targets
+    Step -> users_at                        closed loop: Locust's user count and spawn rate
+    Step -> arrival_times                   open loop: seeded arrival offsets
+    split_share                             one worker's share of a per-target count
+
+Everything here is a pure function of the scenario: the master and every worker build the same
+plan from the same scenario, so a step number is all a worker needs to hear.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from llmload.load.executors import (
+    AnyPhase,
+    ConstantArrivalRate,
+    ConstantVUs,
+    RampingArrivalRate,
+    RampingVUs,
+    Sweep,
+)
+
+Arrival = Literal["poisson", "uniform"]
+Saturation = Literal["delay", "drop"]
+LoadMode = Literal["parallel", "sequential"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A stretch of one phase with one setting: closed-loop users, or an open-loop schedule."""
+
+    phase: str
+    level: str
+    duration: float | None  # None: until max_requests
+    max_requests: int | None
+    users: int = 0  # closed loop: concurrent users per target at the end of the step
+    start_users: int | None = None  # ramping: users at the start (linear ramp)
+    spawn_rate: float | None = None
+    rate: float | None = None  # open loop: arrivals per second at the end of the step
+    start_rate: float | None = None  # ramping arrival: rate at the start (linear)
+    arrival: Arrival = "poisson"
+    max_vus: int = 1000
+    on_saturation: Saturation = "delay"
+    settle_after: float = 0.0
+    value: float | None = None  # sweep level value
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    step: Step
+    targets: tuple[str, ...]  # active targets (all in parallel mode, one in sequential mode)
+    number: int  # position in the whole plan
+    position: int  # position in one target's plan (same for every target: paired schedules)
+
+
+def plan_steps(phases: Sequence[AnyPhase]) -> list[Step]:
+    """Flatten phases into steps, in run order."""
+    steps: list[Step] = []
+    for i, ph in enumerate(phases):
+        name = ph.name or (ph.executor if len(phases) == 1 else f"{i + 1}-{ph.executor}")
+        if isinstance(ph, ConstantVUs):
+            steps.append(
+                Step(name, name, ph.duration, ph.max_requests, users=ph.vus, spawn_rate=ph.spawn_rate)
+            )
+        elif isinstance(ph, RampingVUs):
+            cur = ph.start_vus
+            for j, st in enumerate(ph.stages):
+                steps.append(
+                    Step(
+                        name,
+                        f"{name}#{j + 1}",
+                        st.duration,
+                        ph.max_requests,
+                        users=int(st.target),
+                        start_users=cur,
+                    )
+                )
+                cur = int(st.target)
+        elif isinstance(ph, ConstantArrivalRate):
+            steps.append(
+                Step(
+                    name,
+                    name,
+                    ph.duration,
+                    ph.max_requests,
+                    rate=ph.rate / ph.time_unit,
+                    arrival=ph.arrival,
+                    max_vus=ph.max_vus,
+                    on_saturation=ph.on_saturation,
+                )
+            )
+        elif isinstance(ph, RampingArrivalRate):
+            cur_r = ph.start_rate / ph.time_unit
+            for j, st in enumerate(ph.stages):
+                r = st.target / ph.time_unit
+                steps.append(
+                    Step(
+                        name,
+                        f"{name}#{j + 1}",
+                        st.duration,
+                        ph.max_requests,
+                        rate=r,
+                        start_rate=cur_r,
+                        arrival=ph.arrival,
+                        max_vus=ph.max_vus,
+                        on_saturation=ph.on_saturation,
+                    )
+                )
+                cur_r = r
+        elif isinstance(ph, Sweep):
+            for lv in ph.levels:
+                if ph.vary == "concurrency":
+                    steps.append(
+                        Step(
+                            name,
+                            f"c={int(lv)}",
+                            ph.hold,
+                            ph.requests,
+                            users=int(lv),
+                            value=lv,
+                            settle_after=ph.settle,
+                        )
+                    )
+                else:
+                    steps.append(
+                        Step(
+                            name,
+                            f"rate={lv:g}",
+                            ph.hold,
+                            ph.requests,
+                            rate=lv,
+                            arrival=ph.arrival,
+                            max_vus=ph.max_vus,
+                            value=lv,
+                            settle_after=ph.settle,
+                        )
+                    )
+    return steps
+
+
+def build_plan(phases: Sequence[AnyPhase], targets: Sequence[str], mode: LoadMode) -> list[PlanStep]:
+    """The run's steps: every target in each step (parallel), or each target's steps in turn."""
+    steps = plan_steps(phases)
+    out: list[PlanStep] = []
+    if mode == "sequential":
+        for t in targets:
+            for pos, st in enumerate(steps):
+                out.append(PlanStep(st, (t,), len(out), pos))
+    else:
+        for pos, st in enumerate(steps):
+            out.append(PlanStep(st, tuple(targets), pos, pos))
+    return out
+
+
+def users_at(step: Step, n_targets: int) -> tuple[int, float]:
+    """Closed loop: Locust's total user count for ``n_targets`` active targets, and its spawn rate.
+
+    A ramping stage spreads the change in users over the stage; ``spawn_rate`` paces a constant
+    phase; otherwise every user starts at once.
+    """
+    total = step.users * n_targets
+    if step.start_users is not None and step.duration:
+        return total, max(0.01, abs(step.users - step.start_users) * n_targets / step.duration)
+    if step.spawn_rate:
+        return total, step.spawn_rate * n_targets
+    return total, float(max(total, 1))
+
+
+def split_share(total: int, k: int, n: int) -> int:
+    """Worker k's deterministic share of ``total`` among ``n`` workers."""
+    return total // n + (1 if k < total % n else 0)
+
+
+def arrival_times(step: Step, seed: int, horizon: float | None = None) -> list[float]:
+    """Seeded arrival offsets (seconds from the step start) for an open-loop step.
+
+    Ramping rates map arrivals through the inverse of the integrated (linear) rate.
+    The same seed gives the same schedule for every target: paired A/B.
+    """
+    assert step.rate is not None
+    dur = step.duration if step.duration is not None else horizon
+    r0 = step.start_rate if step.start_rate is not None else step.rate
+    r1 = step.rate
+    limit = step.max_requests or 10_000_000
+    rng = random.Random(seed)
+    out: list[float] = []
+    if dur is None:
+        # Request-count bounded at a constant rate.
+        t = 0.0
+        while len(out) < limit:
+            t += rng.expovariate(r1) if step.arrival == "poisson" else 1.0 / r1
+            out.append(t)
+        return out
+    total = (r0 + r1) / 2 * dur  # expected arrivals: integral of the rate
+    n = min(limit, int(round(total)))
+    if step.arrival == "poisson":
+        # A Poisson process conditioned on its count: n independent uniform points in the
+        # integrated-rate domain. Gaps are exponential-like, and the phase sends exactly the
+        # target number of requests, so the achieved rate is not left to sampling luck.
+        us = sorted(rng.uniform(0.0, total) for _ in range(n))
+    else:
+        us = [(i + 0.5) * total / n for i in range(n)] if n else []
+    return [_invert_linear(u, r0, r1, dur) for u in us]
+
+
+def _invert_linear(u: float, r0: float, r1: float, dur: float) -> float:
+    """Time t where the integral of a linear rate r0 -> r1 over [0, t] equals u."""
+    a = (r1 - r0) / dur / 2
+    if abs(a) < 1e-12:
+        return u / r0 if r0 > 0 else dur
+    disc = r0 * r0 + 4 * a * u
+    return (-r0 + math.sqrt(max(0.0, disc))) / (2 * a)
