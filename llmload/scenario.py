@@ -1,8 +1,13 @@
-"""Scenario files: YAML -> validated, typed model.
+"""Scenario files: YAML -> validated, typed, immutable model.
 
 Every error names the file, the line and the field, in one line, and maps to
 exit code 2 (``InputError``). Unknown keys are rejected, so a typo never passes
-silently. See README "Scenario reference" for every field.
+silently. See docs/scenarios.md for every field.
+
+The models are frozen: what validation resolves (a target's metrics_url from its base_url, the
+``users``/``duration`` shorthand as a phase, ``simulate: true`` as sim targets) is settled inside
+the validators, and nothing after validation edits a scenario. A changed scenario (a ``--targets``
+subset, the simulators' addresses) is a new one: a copy, or data validated again.
 """
 
 from __future__ import annotations
@@ -25,13 +30,21 @@ from llmload.durations import Duration, Timeout
 from llmload.load.executors import Phase, phases_from_shorthand
 from llmload.load.lengths import Length
 from llmload.secrets import redact
+from llmload.sinks.influx_config import InfluxConfig
+from llmload.slo_spec import SloSpec
 from llmload.yamlsrc import InputError, apply_overrides, dotted, line_for, load_yaml, parse_yaml
 
 TARGET_KINDS = ("vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def settle(model: BaseModel, **values: Any) -> None:
+    """Inside a model's own validator: set what validation resolved (the model is frozen after)."""
+    for name, value in values.items():
+        object.__setattr__(model, name, value)
 
 
 class SimSpec(Strict):
@@ -119,7 +132,7 @@ class Target(Strict):
             raise ValueError("base_url must start with http:// or https://")
         path = METRICS_PATHS.get(self.kind)
         if self.metrics_url is None and self.base_url is not None and path is not None:
-            self.metrics_url = self.base_url.rstrip("/") + path  # follows base_url, even from --set
+            settle(self, metrics_url=self.base_url.rstrip("/") + path)  # follows base_url, even from --set
         return self
 
 
@@ -206,11 +219,9 @@ class Load(Strict):
         if short and self.phases:
             raise ValueError("give either users/duration (one constant-vus phase) or phases, not both")
         if not self.phases:
-            self.phases = phases_from_shorthand(
-                self.users or 1, self.spawn_rate, self.duration, self.max_requests
-            )
+            phases = phases_from_shorthand(self.users or 1, self.spawn_rate, self.duration, self.max_requests)
             # The shorthand now lives in the phase; clearing it keeps a dumped scenario re-loadable.
-            self.users = self.spawn_rate = self.duration = self.max_requests = None
+            settle(self, phases=phases, users=None, spawn_rate=None, duration=None, max_requests=None)
         return self
 
 
@@ -225,8 +236,8 @@ class Scenario(Strict):
     workload: Workload = Field(default_factory=Workload)
     load: Load = Field(default_factory=Load)
     client: Client = Field(default_factory=Client)
-    slo: dict[str, Any] | None = None
-    influx: dict[str, Any] | None = None
+    slo: SloSpec | None = None
+    influx: InfluxConfig | None = None
     output: Output = Field(default_factory=Output)
     simulate: bool = Field(
         False, description="run every target against its `sim:` stand-in (try a GPU scenario without GPUs)"
@@ -240,13 +251,22 @@ class Scenario(Strict):
         missing = [t.name for t in self.targets if t.kind != "sim" and t.sim is None]
         if missing:
             raise ValueError(f"simulate: true needs a `sim:` stand-in on target(s) {', '.join(missing)}")
-        for t in self.targets:
-            if t.kind != "sim":
-                t.labels.setdefault("simulated_kind", t.kind)
-                t.kind = "sim"
-                t.base_url = t.metrics_url = t.gpu_metrics_url = None
-                t.api_key_env = None
-        self.simulate = False  # applied: a dumped scenario re-validates as plain sim targets
+        stand_ins = [
+            t
+            if t.kind == "sim"
+            else t.model_copy(
+                update={
+                    "labels": {"simulated_kind": t.kind, **t.labels},
+                    "kind": "sim",
+                    "base_url": None,
+                    "metrics_url": None,
+                    "gpu_metrics_url": None,
+                    "api_key_env": None,
+                }
+            )
+            for t in self.targets
+        ]
+        settle(self, targets=stand_ins, simulate=False)  # a dumped scenario re-validates as sim targets
         return self
 
     def target(self, name: str) -> Target:
@@ -259,18 +279,6 @@ class Scenario(Strict):
         """The scenario as data with secrets removed (for results and reports)."""
         public: dict[str, Any] = redact(self.model_dump(mode="json"))
         return public
-
-
-def _validate_sections(sc: Scenario) -> None:
-    """Validate sections owned by other modules (SLOs, InfluxDB) with their own models."""
-    if sc.slo is not None:
-        from llmload.report.slo import SloSpec
-
-        SloSpec.model_validate(sc.slo)
-    if sc.influx is not None:
-        from llmload.sinks.influx_config import InfluxConfig
-
-        InfluxConfig.model_validate(sc.influx)
 
 
 def validate_data(
@@ -286,9 +294,8 @@ def validate_data(
     _check_unique_names(data, lines, source)
     try:
         sc = Scenario.model_validate(data).model_copy(update={"source": source})
-        _validate_sections(sc)
     except ValidationError as e:
-        errors = [(_real_loc(data, _loc(e, err, data)), err) for err in e.errors()]
+        errors = [(_real_loc(data, _loc(err)), err) for err in e.errors()]
         # A union (an int or a distribution, say) reports one error per member: show the member
         # the input was meant for (not "a valid integer" for a mapping), the most specific place.
         loc, err = min(errors, key=lambda le: (le[1]["type"].endswith("_type"), -len(le[0])))
@@ -311,10 +318,8 @@ def validate_data(
     return sc
 
 
-def _loc(e: ValidationError, err: Any, data: dict[str, Any]) -> tuple[Any, ...]:
-    loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
-    section = _section_for(e, data)
-    return (section, *loc) if section else loc
+def _loc(err: Any) -> tuple[Any, ...]:
+    return tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
 
 
 _MISSING = object()
@@ -349,15 +354,6 @@ def _check_unique_names(data: dict[str, Any], lines: dict[tuple[Any, ...], int],
                 f"{source}:{line}: targets[{i}].name: target name {name!r} is used twice (first at line {seen})"
             )
         first[name] = i
-
-
-def _section_for(e: ValidationError, data: dict[str, Any]) -> str | None:
-    title = e.title
-    if title == "SloSpec":
-        return "slo"
-    if title == "InfluxConfig":
-        return "influx"
-    return None
 
 
 _NOISE = {

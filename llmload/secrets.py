@@ -62,9 +62,8 @@ def secret_values(scenario: Any, environ: Mapping[str, str] | None = None) -> li
         if t.api_key_env and env.get(t.api_key_env):
             found.append(env[t.api_key_env])
         found.extend(_named_secrets({"headers": t.headers, "extra_body": t.extra_body}))
-    influx = scenario.influx or {}
-    for name_key, default in (("token_env", "INFLUX_TOKEN"), ("password_env", None)):
-        var = influx.get(name_key, default) if influx else None
+    influx = scenario.influx
+    for var in (influx.token_env, influx.password_env) if influx is not None else ():
         if var and env.get(var):
             found.append(env[var])
     return found

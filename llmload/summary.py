@@ -130,7 +130,7 @@ def build_summary(
         "status": status,
         "reasons": reasons,
         "client": client,
-        "slo": scenario.slo,
+        "slo": scenario.slo.model_dump(exclude_none=True) if scenario.slo is not None else None,
     }
     if extra_run:
         run.update(extra_run)

@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from llmload.report.results import load_run
 from llmload.report.slo import (
-    SloSpec,
     best_levels,
     evaluate_slos,
     goodput,
@@ -18,6 +17,7 @@ from llmload.report.slo import (
     measured_value,
     request_meets,
 )
+from llmload.slo_spec import SloSpec
 from tests.synth import SynthLevel, SynthTarget, write_results_dir
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,41 @@ def test_shipped_scenarios_validate() -> None:
     for f in files:
         r = validate_cli(f)
         assert r.returncode == 0, f"{f}: {r.stderr}"
+
+
+def test_a_validated_scenario_is_resolved_once_and_cannot_be_edited() -> None:
+    from pydantic import ValidationError
+
+    sc = parse_scenario(
+        "targets:\n"
+        "  - {name: a, kind: vllm, base_url: 'http://127.0.0.1:9', model: m, sim: {profile: test-fast-a}}\n"
+        "load: {users: 3, duration: 5s}\n"
+        "slo: {ttft_p99_ms: 500}\n"
+        "influx: {url: 'http://127.0.0.1:9'}\n"
+        "simulate: true\n"
+    )
+    # what validation resolved: the shorthand as a phase, simulate as a sim target, typed sections
+    [t] = sc.targets
+    assert (t.kind, t.base_url, t.labels["simulated_kind"], sc.simulate) == ("sim", None, "vllm", False)
+    assert [type(p).__name__ for p in sc.load.phases] == ["ConstantVUs"] and sc.load.users is None
+    assert sc.slo is not None and sc.slo.ttft_p99_ms == 500 and sc.slo.active() == {"ttft_p99_ms": 500}
+    assert sc.influx is not None and (sc.influx.api, sc.influx.database) == ("v1", "llmload")
+    # nothing after validation edits it, at any depth
+    for obj, field, value in (
+        (sc, "name", "x"),
+        (t, "model", "other"),
+        (sc.load, "warmup", 1.0),
+        (sc.load.phases[0], "vus", 9),
+        (sc.slo, "ttft_p99_ms", 1.0),
+        (sc.influx, "url", "http://elsewhere"),
+        (sc.client, "read_timeout", 1.0),
+    ):
+        with pytest.raises(ValidationError, match="frozen"):
+            setattr(obj, field, value)
+    # the dumped scenario (what a worker receives) validates to the same plan
+    again = parse_scenario(json.dumps(sc.model_dump(mode="json", exclude_none=True)))
+    assert again.model_dump() == sc.model_dump()
+
+    # a vLLM target's metrics_url follows its base_url
+    real = parse_scenario("targets: [{name: a, kind: vllm, base_url: 'http://127.0.0.1:9/', model: m}]\n")
+    assert real.targets[0].metrics_url == "http://127.0.0.1:9/metrics"

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from llmload.secrets import Masker, redact, secret_values
+from llmload.sinks.influx_config import InfluxConfig
 from tests.conftest import ROOT, TOLERANT_CLIENT
 
 KEY = "sk-llmload-test-0123456789abcdef"
@@ -22,7 +23,7 @@ def test_secret_values_come_from_the_environment_and_secret_named_fields() -> No
         headers={"X-Api-Key": HEADER_SECRET, "X-Team": "bench"},
         extra_body={"min_p": 0.05, "auth": {"token": "body-token-xyz"}},
     )
-    sc = SimpleNamespace(targets=[target], influx={"url": "http://x", "token_env": "T"})
+    sc = SimpleNamespace(targets=[target], influx=InfluxConfig(url="http://x", token_env="T"))
     found = secret_values(sc, {"K": KEY, "T": "influx-token-123"})
     assert set(found) == {KEY, HEADER_SECRET, "body-token-xyz", "influx-token-123"}
     mask = Masker(found + ["ab"])  # too short to mask: left alone

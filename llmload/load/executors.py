@@ -23,7 +23,7 @@ from llmload.durations import Duration
 
 
 class _Phase(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     name: str | None = Field(None, description="phase name in results (default: executor and index)")
     max_requests: int | None = Field(
         None, ge=1, description="end the phase after this many requests per target"
@@ -31,7 +31,7 @@ class _Phase(BaseModel):
 
 
 class Stage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     duration: Duration
     target: float = Field(ge=0)
 

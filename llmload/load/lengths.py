@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class LengthDist(BaseModel):
     """A distribution of token counts; samples are rounded and clamped to [min, max]."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     dist: Literal["fixed", "uniform", "normal", "lognormal"]
     value: int | None = Field(None, ge=1, description="fixed: the count")

@@ -14,10 +14,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmload.usage import ArgParser
 from llmload.yamlsrc import InputError
+
+if TYPE_CHECKING:
+    from llmload.scenario import Scenario
 
 LOCUSTFILE = str(Path(__file__).parent / "locustfile.py")
 
@@ -69,18 +72,17 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     return ap
 
 
-def _influx_override(a: argparse.Namespace, sc: object) -> dict[str, Any] | None:
+def _influx_override(a: argparse.Namespace, sc: Scenario) -> dict[str, Any] | None:
     """The effective InfluxDB settings when --influx* options were given (None: keep the scenario's)."""
     from pydantic import ValidationError
 
-    from llmload.sinks.influx_config import InfluxConfig, influx_config_from_args
+    from llmload.sinks.influx_config import influx_config_from_args
 
     given = any(v is not None for k, v in vars(a).items() if k.startswith("influx"))
     if not given:
         return None
-    base = InfluxConfig.model_validate(sc.influx) if getattr(sc, "influx", None) else None  # type: ignore[attr-defined]
     try:
-        cfg = influx_config_from_args(a, base)
+        cfg = influx_config_from_args(a, sc.influx)
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(x) for x in err["loc"])

@@ -40,12 +40,11 @@ class SinkAdapter:
 
 def make_sink(sc: Any, run_id: str, spool_dir: Path, worker: str, collector: Any) -> Any | None:
     """Start an InfluxSink when the scenario has an ``influx:`` section; feed it every record."""
-    if not sc.influx:
+    cfg = sc.influx
+    if cfg is None:
         return None
     from llmload.sinks.influx import InfluxSink
-    from llmload.sinks.influx_config import InfluxConfig
 
-    cfg = InfluxConfig.model_validate(sc.influx)
     sink = InfluxSink(cfg, run_id=run_id, spool_dir=spool_dir, worker=worker)
     sink.start()
     tags = target_tags(sc)

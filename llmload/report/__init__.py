@@ -1,7 +1,7 @@
 """Reports and CI gates for llmload results directories: HTML, Markdown, JUnit, SLOs, comparisons.
 
-The names below are imported lazily (PEP 562), so ``from llmload.report.slo import SloSpec`` in
-scenario validation does not pull in plotly or numpy.
+The names below are imported lazily (PEP 562), so importing one report module does not pull in
+plotly or numpy.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ _EXPORTS: dict[str, str] = {
     "ReportOutcome": "llmload.report.outputs",
     "RunData": "llmload.report.results",
     "SloResult": "llmload.report.slo",
-    "SloSpec": "llmload.report.slo",
+    "SloSpec": "llmload.slo_spec",
     "build_html": "llmload.report.html",
     "compare_main": "llmload.report.cli",
     "compare_runs": "llmload.report.compare",
@@ -57,7 +57,8 @@ if TYPE_CHECKING:
     from llmload.report.markdown import render_markdown
     from llmload.report.outputs import ReportOutcome, write_all
     from llmload.report.results import BadResults, RunData, load_run
-    from llmload.report.slo import SloResult, SloSpec, evaluate_slos
+    from llmload.report.slo import SloResult, evaluate_slos
+    from llmload.slo_spec import SloSpec
 
 
 def __getattr__(name: str) -> Any:

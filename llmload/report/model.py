@@ -16,13 +16,13 @@ from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.slo import (
     LevelVerdict,
     SloResult,
-    SloSpec,
     best_levels,
     evaluate_slos,
     fmt,
     goodput_by_target,
     slo_from_summary,
 )
+from llmload.slo_spec import SloSpec
 
 # (key, header) of the per-target summary table, in order
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (

@@ -28,33 +28,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from llmload.report.results import RunData
-
-
-class SloSpec(BaseModel):
-    """The scenario's ``slo:`` mapping. Every key is optional; unknown keys are rejected."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ttft_p99_ms: float | None = Field(None, gt=0, description="99th percentile time to first token, ms")
-    itl_p99_ms: float | None = Field(None, gt=0, description="99th percentile inter-token latency, ms")
-    tpot_p50_ms: float | None = Field(None, gt=0, description="median time per output token, ms")
-    e2e_p99_ms: float | None = Field(None, gt=0, description="99th percentile end-to-end latency, ms")
-    error_rate: float | None = Field(None, ge=0, le=1, description="largest failed/sent ratio, 0..1")
-    min_output_tok_s: float | None = Field(None, ge=0, description="smallest output tokens per second")
-
-    def active(self) -> dict[str, float]:
-        """The SLOs that are set, in declaration order."""
-        return {k: v for k, v in self.model_dump().items() if v is not None}
-
-    def is_empty(self) -> bool:
-        return not self.active()
-
-    def has_per_request(self) -> bool:
-        return any(k in self.active() for k in PER_REQUEST)
-
+from llmload.slo_spec import PER_REQUEST, SloSpec
 
 # key -> (how it is read from a target block, unit, True when the measured value must be <= threshold)
 SLO_KEYS: dict[str, tuple[str, str, bool]] = {
@@ -64,13 +39,6 @@ SLO_KEYS: dict[str, tuple[str, str, bool]] = {
     "e2e_p99_ms": ("latency_ms.e2e.p99", "ms", True),
     "error_rate": ("requests.failed/requests.sent", "", True),
     "min_output_tok_s": ("throughput.output_tok_s", "tok/s", False),
-}
-# per-request SLO key -> the requests.jsonl field it bounds
-PER_REQUEST: dict[str, str] = {
-    "ttft_p99_ms": "ttft_ms",
-    "e2e_p99_ms": "e2e_ms",
-    "tpot_p50_ms": "tpot_ms",
-    "itl_p99_ms": "itl_max_ms",
 }
 
 

@@ -28,7 +28,7 @@ DEFAULT_DATABASE = "llmload"
 class InfluxConfig(BaseModel):
     """Where and how the InfluxDB sink and the collector write."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: str = Field(description="Base URL of the server, e.g. http://127.0.0.1:8086 (no path needed)")
     api: Literal["v1", "v2"] = Field(
@@ -58,13 +58,16 @@ class InfluxConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _infer_api(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("api") is None:
-            data = dict(data)
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("api") is None:
             data.pop("api", None)
-            if (data.get("org") or data.get("bucket")) and not data.get("database"):
-                data["api"] = "v2"
-            else:
-                data["api"] = "v1"
+            data["api"] = (
+                "v2" if (data.get("org") or data.get("bucket")) and not data.get("database") else "v1"
+            )
+        if data["api"] == "v1" and not data.get("database"):
+            data["database"] = DEFAULT_DATABASE
         return data
 
     @model_validator(mode="after")
@@ -72,8 +75,6 @@ class InfluxConfig(BaseModel):
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"url must be http(s)://host[:port], got {self.url!r}")
-        if self.api == "v1" and not self.database:
-            self.database = DEFAULT_DATABASE
         if self.api == "v2" and not self.bucket:
             raise ValueError("api v2 needs a bucket (--influx-bucket)")
         return self
