@@ -7,7 +7,9 @@ neither checks. Imports inside functions count: a lazy import is still a depende
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
 import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
@@ -81,3 +83,37 @@ def test_every_imported_third_party_module_is_declared() -> None:
     assert "locust" in used and "gevent" in used  # the scan found the obvious ones
     undeclared = {d: why for d, why in used.items() if d not in declared}
     assert not undeclared, f"imported but not in pyproject.toml's dependencies: {undeclared}"
+
+
+# Measured 12 on 2026-12-03 (tests/walk.py): the goal was 10. A new file on the path,
+# or a stage that leaves a file and comes back to it, fails here first.
+WALK_FILES_MAX = 12
+
+
+def test_one_request_walks_few_files_and_never_comes_back(tmp_path: Path) -> None:
+    scenario = tmp_path / "walk.yaml"
+    scenario.write_text(
+        "targets: [{name: a, kind: sim, sim: {profile: test-fast-a}}]\n"
+        "workload: {input_tokens: 16, output_tokens: 8}\n"
+        "load: {users: 1, max_requests: 2}\n"
+        "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.walk", str(scenario), str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    walk = json.loads(out.stdout.strip().splitlines()[-1])
+    assert walk["exit_code"] == 0
+    stages = walk["stages"]
+    assert set(stages) == {"chunk parsed", "record kept", "line written", "summary figures"}
+    assert stages["summary figures"][:2] == ["llmload/cli.py", "llmload/locust/runcmd.py"]
+    assert stages["summary figures"][-1] == "llmload/summary.py"
+    assert stages["chunk parsed"][-1] == "llmload/sse.py"
+    assert stages["line written"][-1] == "llmload/sinks/results.py"
+    for stage, files in stages.items():
+        assert len(files) == len(set(files)), f"{stage}: a file is left and come back to: {files}"
+    assert len(walk["files"]) <= WALK_FILES_MAX, walk["files"]
