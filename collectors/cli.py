@@ -29,6 +29,7 @@ from collectors.nvml import NvmlSource
 from collectors.samples import Point
 from llmload.sinks.influx import InfluxSink
 from llmload.sinks.influx_config import add_influx_arguments, influx_config_from_args
+from llmload.sinks.influx_preflight import check as influx_preflight
 from llmload.sinks.lineproto import format_point, seconds_to_ns
 
 log = logging.getLogger("collectors")
@@ -153,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         sink = InfluxSink(config, run_id="collector", spool_dir=ns.spool_dir, worker=host)
         sink.start()
         log.info("writing to %s every %g s", config.describe(), ns.interval)
+        found = influx_preflight(config)  # 2 s at most; a finding never stops the collector
+        log.log(logging.INFO if found.ok else logging.WARNING, "%s", found.line(config, ns.spool_dir))
 
         def emit(points: list[Point]) -> None:
             for measurement, ptags, fields, t in points:

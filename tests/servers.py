@@ -124,6 +124,11 @@ class InfluxHandle:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def version(self) -> str:
+        """What the server says it is: the X-Influxdb-Version header of its /ping."""
+        with urllib.request.urlopen(self.url + "/ping", timeout=5) as resp:
+            return str(resp.headers["X-Influxdb-Version"])
+
     def create_database(self, name: str) -> None:
         self.query(f'CREATE DATABASE "{name}"')
 

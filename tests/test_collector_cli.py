@@ -247,6 +247,11 @@ def test_writes_to_real_influxdb(fixture_server: str, tmp_path: Path) -> None:
             str(tmp_path / "spool"),
         )
         assert r.returncode == 0, r.stderr
+        # the preflight at start: the server answered, with the version its /ping gives
+        assert (
+            f"InfluxDB {influx.url} (v1, database telemetry): reachable, InfluxDB {influx.version()}"
+            in r.stderr
+        )
         rows = influx.query(
             "SELECT last(value) FROM engine WHERE metric = 'kv_cache_usage_ratio' GROUP BY target, host, raw_name",
             db="telemetry",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import two_sim_scenario
-from tests.servers import influxdb_server, victoria_metrics_server
+from tests.servers import free_port, influxdb_server, victoria_metrics_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,6 +28,10 @@ def llmload(args: list[str], timeout: float = 150) -> subprocess.CompletedProces
 
 def lines(out: Path) -> list[dict]:
     return [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+
+
+def events(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.timeout(200)
@@ -67,6 +71,17 @@ def test_v1_run_stores_one_point_per_request(tmp_path: Path, workers: int) -> No
         summary = json.loads((out / "summary.json").read_text())
         stats = summary["run"]["influx"]
         assert stats["spooled"] == 0 and stats["written"] > 0
+        # The preflight said at start what the server itself says it is (its /ping header).
+        version = influx.version()
+        assert stats["preflight"] == {
+            "reachable": True,
+            "server_version": version,
+            "bucket": "not checked",
+            "detail": "v1 API: database 'llmload' not checked (influxdb-client manages v2 only)",
+        }
+        said = f"InfluxDB {influx.url} (v1, database llmload): reachable, InfluxDB {version}"
+        assert said in r.stderr
+        assert [e["text"] for e in events(out) if e["kind"] == "preflight"] == [said]
         # One figure everywhere: InfluxDB's llm_summary holds summary.json's throughput and TTFT.
         rows = influx.query(
             "SELECT last(output_tok_s) AS tok, last(ttft_p99_ms) AS ttft FROM llm_summary GROUP BY target",
@@ -149,6 +164,37 @@ def test_v2_write_path_through_victoria_metrics(tmp_path: Path) -> None:
         sent = lines(out)
         n = vm.sample_count('{__name__="llm_request_index"}')
         assert n == len(sent) > 0
+    # VictoriaMetrics takes v2 writes but has no /api/v2/buckets: the bucket is not checked, and why.
+    preflight = json.loads((out / "summary.json").read_text())["run"]["influx"]["preflight"]
+    assert preflight["reachable"] is True and preflight["server_version"] is None
+    assert preflight["bucket"] == "not checked"
+    assert preflight["detail"].startswith(f"bucket not checked (no v2 management API at {vm.url}")
+    assert "reachable, server version unknown" in r.stderr
+
+
+@pytest.mark.timeout(200)
+def test_unreachable_influx_is_said_at_start_and_the_run_spools(tmp_path: Path) -> None:
+    scn = tmp_path / "s.yaml"
+    scn.write_text(scenario("3s"))
+    out = tmp_path / "r"
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    r = llmload(
+        ["run", str(scn), "--results", str(out), "--no-reports", "--influx", f"{url}?db=llmload"]
+        + ["--influx-max-retries", "0"]
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]  # the run goes on without InfluxDB
+    influx = json.loads((out / "summary.json").read_text())["run"]["influx"]
+    preflight = influx["preflight"]
+    assert preflight["reachable"] is False and preflight["server_version"] is None
+    assert preflight["detail"].startswith("ConnectionRefusedError")
+    said = (
+        f"InfluxDB {url} (v1, database llmload): unreachable ({preflight['detail']}); "
+        f"points will be spooled to {out / 'influx-spool'}"
+    )
+    assert said in r.stderr
+    assert [e["text"] for e in events(out) if e["kind"] == "preflight"] == [said]
+    assert influx["written"] == 0 and influx["spooled"] > len(lines(out)) > 0  # requests + intervals
+    assert list((out / "influx-spool").glob("*.lp"))
 
 
 def test_token_never_reaches_results_or_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,7 @@ from llmload.locust.telemetry_hook import (
     TelemetryScraper,
     close_sink,
     make_sink,
+    preflight_sink,
     target_tags,
     write_summary_points,
 )
@@ -204,6 +205,7 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
         raise InputError(f"{sc.source}: influx: {e}".splitlines()[0]) from None
     if st.sink is not None:
         conductor.sinks.append(SinkAdapter(st.sink, target_tags(sc)))
+        st.preflight = preflight_sink(st.sink, conductor)
     conductor.scraper = TelemetryScraper(sc, conductor.results)
     conductor.scraper.start()  # now, during readiness: its baseline scrape comes before any load
     conductor.send_scenario = distribution.send_scenario
@@ -275,13 +277,16 @@ def finish_run(environment: Any, **_: Any) -> None:
         c.ended_at = time.time()
         c.pull()
         c.event("stop", "run finished")
-        sink = st.sink
+        sink, preflight = st.sink, st.preflight
 
         def publish(summary: dict[str, Any]) -> dict[str, Any] | None:
             if sink is None:
                 return None
             write_summary_points(sink, summary, target_tags(c.sc))  # the same figures as summary.json
-            return close_sink(sink)
+            closed = close_sink(sink)
+            if closed is not None and preflight is not None:
+                closed["preflight"] = preflight.model_dump()
+            return closed
 
         opts = environment.parsed_options
         summary, code = finalize(

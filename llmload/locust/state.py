@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from llmload.locust.conductor import Conductor
     from llmload.locust.controller import LLMRun
     from llmload.locust.signals import RunSignals
+    from llmload.sinks.influx_preflight import Preflight
     from llmload.targets import Prepared
 
 
@@ -28,6 +29,7 @@ class ProcessState:
     prepared: Prepared | None = None  # simulators llmload started for the run
     allow_worker_loss: bool = False
     sink: Any = None  # the InfluxDB sink, when the scenario writes there
+    preflight: Preflight | None = None  # what the InfluxDB check found at start (summary run.influx)
     pending_step: dict[str, Any] | None = None  # a worker: a step message that came before the scenario
     exit_code: int | None = None
     summary: dict[str, Any] | None = None
@@ -38,7 +40,7 @@ class ProcessState:
     web_last_verdict: str | None = None
 
     def forget_run(self) -> None:
-        self.conductor = self.run = self.prepared = self.sink = None
+        self.conductor = self.run = self.prepared = self.sink = self.preflight = None
 
 
 def state_of(environment: Any) -> ProcessState:

@@ -8,9 +8,13 @@ with its worker id); the local runner or the master writes ``llm_interval`` and
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmload.sinks.influx_preflight import Preflight
 
 log = logging.getLogger("llmload")
 
@@ -51,6 +55,21 @@ def make_sink(sc: Any, run_id: str, spool_dir: Path, worker: str, collector: Any
     collector.listeners.append(lambda rec: sink.request(rec, tags[rec.target]))
     log.info("llmload: writing to InfluxDB %s (%s)", cfg.url, cfg.api)
     return sink
+
+
+def preflight_sink(sink: Any, conductor: Any) -> Preflight:
+    """Check the sink's InfluxDB destination once (2 s at most): one terminal line and an event.
+
+    Only the local runner or the master checks (workers write to the same place). What it finds
+    never stops the run: an unreachable server or a missing bucket means spooled points, as always.
+    """
+    from llmload.sinks.influx_preflight import check
+
+    result = check(sink.config)
+    line = result.line(sink.config, sink.spool_dir)
+    print(f"llmload: {line}", file=sys.stderr, flush=True)
+    conductor.event("preflight", line)
+    return result
 
 
 SUMMARY_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
