@@ -16,7 +16,7 @@ from typing import Any
 
 import gevent
 
-from llmload.metrics import Histogram
+from llmload.client_health import client_health
 from llmload.results_model import RunBlock
 from llmload.sinks.results import read_telemetry
 from llmload.summary import build_summary
@@ -30,32 +30,6 @@ EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 def exit_code_for_signal(name: str) -> int:
     """130 for SIGINT, 143 for SIGTERM: 128 + the signal's number."""
     return 128 + int(signal.Signals[name])
-
-
-def client_health(sc: Any, lag: Histogram, cpu_samples: list[float]) -> dict[str, Any]:
-    lag_s = lag.summary_ms()
-    cpu = {
-        "mean": round(sum(cpu_samples) / len(cpu_samples), 1) if cpu_samples else None,
-        "max": round(max(cpu_samples), 1) if cpu_samples else None,
-    }
-    unreliable = []
-    p99 = lag_s.get("p99")
-    if p99 is not None and p99 > sc.client.loop_lag_threshold_ms:
-        unreliable.append(
-            f"client event-loop lag p99 {p99:.1f} ms is above {sc.client.loop_lag_threshold_ms:g} ms: "
-            "TTFT/ITL include client delay (add workers or lower the load per process)"
-        )
-    if cpu["max"] is not None and cpu["max"] > sc.client.cpu_threshold_percent:
-        unreliable.append(
-            f"client CPU reached {cpu['max']:.0f}% (threshold {sc.client.cpu_threshold_percent:g}%): "
-            "timings are not trustworthy"
-        )
-    return {
-        "loop_lag_ms": {k: lag_s.get(k) for k in ("count", "p50", "p99", "max")},
-        "cpu_percent": cpu,
-        "unreliable": bool(unreliable),
-        "unreliable_reasons": unreliable,
-    }
 
 
 def finalize(
@@ -75,7 +49,7 @@ def finalize(
     sc = c.sc
     agg = c.agg
     end = c.ended_at or __import__("time").time()
-    health = client_health(sc, agg.loop_lag, c.cpu_samples)
+    health = client_health(sc.client, agg.loop_lag, c.cpu_samples, agg.stamps)
     reasons = list(c.reasons)
     status = "ok"
     code = EXIT_OK
@@ -144,6 +118,10 @@ def finalize(
         extra_run=extra,
         telemetry=telemetry,
     )
+    for text in health["notes"] + [
+        f"{f['target']} {f['metric']} flagged: {f['why']}" for f in health["flags"]
+    ]:
+        print(f"llmload: note: {text}", file=sys.stderr)
     if publish is not None:
         summary["run"]["influx"] = publish(summary)
     c.results.summary(summary)

@@ -153,8 +153,11 @@ def rebuild_summary(results_dir: Path) -> dict[str, Any]:
         client={
             "loop_lag_ms": {"count": None, "p50": None, "p99": None, "max": None},
             "cpu_percent": {"mean": None, "max": None},
+            "timestamps": {},
             "unreliable": False,
             "unreliable_reasons": [],
+            "notes": [],
+            "flags": [],
         },
         extra_run={
             "telemetry": {"scrape_interval_s": sc.client.scrape_interval, "scrapes": None},

@@ -20,6 +20,7 @@ from typing import Any
 
 from llmload.metrics import Histogram, TargetStats
 from llmload.records import RequestRecord
+from llmload.stamps import ReadStamps
 from llmload.throughput import TokenWindows, Window, WindowKey, windows_from_wire
 
 WARMUP = "warmup"
@@ -43,6 +44,7 @@ class Collector:
         self.streamed = TokenWindows(targets)  # tokens received, updated per read (never replaced)
         self._streamed_reported: dict[str, int] = dict.fromkeys(targets, 0)
         self.loop_lag = Histogram()
+        self.stamps = {t: ReadStamps() for t in targets}  # the target's transports count their reads here
         self.listeners: list[Callable[[RequestRecord], None]] = []
 
     def started(self, target: str) -> None:
@@ -66,6 +68,7 @@ class Collector:
                 st = lvl[t] = TargetStats()
             st.add(rec)
             self._interval[t].add(rec)
+            self.stamps[t].coalesced_reads += rec.coalesced_reads
             self._lines.append(rec.to_json())
         for fn in self.listeners:
             fn(rec)
@@ -101,6 +104,7 @@ class Collector:
             interval, self._interval = self._interval, {t: TargetStats() for t in self.targets}
             lines, self._lines = self._lines, []
             lag, self.loop_lag = self.loop_lag, Histogram()
+            stamps = {t: s.take() for t, s in self.stamps.items()}
             dropped, self.dropped = self.dropped, dict.fromkeys(self.targets, 0)
             delayed, self.delayed = self.delayed, dict.fromkeys(self.targets, 0)
             backoffs, self.backoffs = self.backoffs, dict.fromkeys(self.targets, 0)
@@ -123,6 +127,7 @@ class Collector:
             "streamed": streamed,
             "windows": self.streamed.to_wire(),
             "loop_lag": lag.to_wire(),
+            "stamps": stamps,
             "cpu": self.cpu_percent(),
             "t": time.time(),
         }
@@ -144,6 +149,7 @@ class Aggregator:
         self.backoffs: dict[str, int] = dict.fromkeys(targets, 0)
         self.backoff_s: dict[str, float] = dict.fromkeys(targets, 0.0)
         self.loop_lag = Histogram()
+        self.stamps = {t: ReadStamps() for t in targets}
         self.interval_lag = Histogram()
         self.interval_streamed: dict[str, int] = dict.fromkeys(targets, 0)
         self.streamed_total: dict[str, int] = dict.fromkeys(targets, 0)  # every token, windows or not
@@ -186,6 +192,8 @@ class Aggregator:
         lag = Histogram.from_wire(delta["loop_lag"])
         self.loop_lag.merge(lag)
         self.interval_lag.merge(lag)
+        for t, wire in delta.get("stamps", {}).items():
+            self.stamps.setdefault(t, ReadStamps()).merge_wire(wire)
         if delta.get("cpu") is not None:
             self.cpu[w] = float(delta["cpu"])
         lines = delta["lines"]

@@ -39,6 +39,7 @@ class StreamState:
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
     empty_chunks: int = 0  # token-bearing chunks whose text was empty
+    coalesced_reads: int = 0  # reads that brought more than one token-bearing chunk (llmload/stamps.py)
     last_chunk_empty_finish: bool = False  # the last token chunk had no text and a finish_reason
     texts: list[str] | None = None  # generated text, kept only when a tokenizer counts the output
     _prev_completion: int = 0
@@ -60,8 +61,11 @@ class StreamState:
             self._partial = b""
         lines = data.split(b"\n")
         self._partial = lines.pop()  # an incomplete last line waits for the next read
+        before = self.text_chunks
         for line in lines:
             self.feed_line(t, line)
+        if self.text_chunks - before > 1:
+            self.coalesced_reads += 1
 
     def discard_partial(self) -> None:
         self._partial = b""
@@ -185,6 +189,7 @@ class StreamState:
             rec.itl_tokens = self.gap_tokens
         rec.chunks = self.text_chunks
         rec.empty_chunks = self.empty_chunks
+        rec.coalesced_reads = self.coalesced_reads
         rec.finish_reason = self.finish_reason
         rec.prompt_tokens = self.prompt_tokens
         if self.completion_tokens is not None:

@@ -9,6 +9,16 @@ DESIGN.md recommends: exact stamps, fewer Python calls per chunk.
 Works in any gevent context (geventhttpclient uses gevent sockets natively), so
 the Locust users, the benchmarks and the tests share it. No Locust import.
 
+Receive stamps: on plain-HTTP targets on Linux each body read is a ``recvmsg`` with
+``SO_TIMESTAMPNS`` set on the socket, and the read is stamped with the kernel's receive time of
+(the last segment in) that read, moved onto the client's monotonic clock. A greenlet switch, a
+GC pause or another process on the core between the segment's arrival and the read is then not
+counted as server latency: it is measured instead, as the client delay of the read (user-space
+time minus kernel time, ``ReadStamps``). Checked here with the event loop blocked for 30 ms: the
+kernel stamp showed the read 10 ms late that a user-space clock would have called server time.
+TLS targets (no recvmsg on an SSL socket), other systems and the bytes that came with the
+response headers (read inside geventhttpclient) keep the user-space stamp, counted apart (llmload/stamps.py).
+
 Read timeouts: a socket timeout makes gevent create and cancel a timer for every
 ``recv`` (~18% of the client's CPU at 150 streams, and a fatter p99). Instead the
 sockets block without a timeout, each read stamps the stream's last-read time,
@@ -21,7 +31,10 @@ the response headers keeps one ``gevent.Timeout`` per request.
 
 from __future__ import annotations
 
+import platform
 import socket
+import struct
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -32,8 +45,18 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTP
 from geventhttpclient.url import URL
 
 from llmload.openai_stream import ConnectFailed, TimedOut
+from llmload.stamps import ReadStamps
 
 _TIMEOUTS = (socket.timeout, gevent.Timeout, TimeoutError)
+
+# SO_TIMESTAMPNS is 35 in Linux's asm-generic socket.h, which x86-64 and arm64 use (Python's socket
+# module does not name it); SCM_TIMESTAMPNS has the same value, and its data is a struct timespec.
+SO_TIMESTAMPNS = 35
+KERNEL_STAMPS = sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64", "arm64")
+_TIMESPEC = struct.Struct("@qq")
+_ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0
+# A kernel stamp further back than this is not trusted (the wall clock was stepped): user stamp.
+_MAX_DELAY_S = 60.0
 
 
 class _Watchdog:
@@ -71,8 +94,10 @@ class GeventResponse:
         block_size: int,
         read_timeout: float | None = None,
         first_token_timeout: float | None = None,
+        stamps: ReadStamps | None = None,
     ) -> None:
         self._resp = resp
+        self._stamps = stamps if stamps is not None else ReadStamps()
         self.status = resp.status_code
         self._block = block_size
         self.read_timeout = read_timeout  # silence allowed between chunks, once tokens flow
@@ -117,9 +142,10 @@ class GeventResponse:
         resp = self._resp
         clock = time.perf_counter
         buf = resp._body_buffer
-        if buf:
+        if buf:  # read with the headers, inside geventhttpclient: no kernel stamp
             data = bytes(buf)
             del buf[:]
+            self._stamps.user_reads += 1
             yield clock(), data
         if self.limit is not None:
             self.last_read = clock()
@@ -132,12 +158,17 @@ class GeventResponse:
     def _read(
         self, resp: HTTPSocketPoolResponse, buf: bytearray, clock: Any
     ) -> Iterator[tuple[float, bytes]]:
+        stamps = self._stamps
+        kernel = stamps.source == "kernel"
         while not resp.message_complete:
             sock = resp._sock
             if sock is None:
                 return
             try:
-                data = sock.recv(self._block)
+                if kernel:
+                    data, ancillary, _flags, _addr = sock.recvmsg(self._block, _ANCILLARY)
+                else:
+                    data = sock.recv(self._block)
             except _TIMEOUTS as e:
                 raise TimedOut(self._silence()) from e
             except OSError as e:
@@ -161,6 +192,18 @@ class GeventResponse:
                 if not resp.message_complete:
                     raise ConnectFailed("connection closed by the server before the body ended")
                 return
+            stamp = t
+            if kernel and ancillary:
+                sec, nsec = _TIMESPEC.unpack_from(ancillary[0][2])
+                delay = time.time() - (sec + nsec * 1e-9)  # both wall clock: the offset cancels
+                if 0.0 <= delay < _MAX_DELAY_S:
+                    stamp = t - delay
+                    stamps.kernel_reads += 1
+                    stamps.delay.record(delay)
+                else:
+                    stamps.user_reads += 1
+            else:
+                stamps.user_reads += 1
             try:
                 resp.feed(data)
             except HTTPParseError as e:
@@ -168,7 +211,7 @@ class GeventResponse:
             if buf:
                 out = bytes(buf)
                 del buf[:]
-                yield t, out
+                yield stamp, out
 
     def read_body(self, limit: int = 65536) -> bytes:
         out = bytearray()
@@ -204,8 +247,15 @@ class GeventTransport:
         concurrency: int = 1,
         block_size: int = 65536,
         client: HTTPClient | None = None,
+        stamps: ReadStamps | None = None,
+        kernel_stamps: bool = True,
     ) -> None:
         url = URL(base_url)
+        # The target's read stamps (shared by its transports in one process); kernel stamps where
+        # the socket can give them: plain HTTP on Linux (module docstring).
+        self.stamps = stamps if stamps is not None else ReadStamps()
+        if kernel_stamps and KERNEL_STAMPS and url.scheme == "http":
+            self.stamps.source = "kernel"
         self.base_path = url.path.rstrip("/") if url.path not in ("", "/") else ""
         self.client = client or HTTPClient.from_url(
             url,
@@ -237,7 +287,19 @@ class GeventTransport:
         finally:
             if timer is not None:
                 timer.close()
-        return GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout)
+        if self.stamps.source == "kernel":
+            self._stamp_socket(resp._sock)
+        return GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps)
+
+    def _stamp_socket(self, sock: Any) -> None:
+        """Ask the kernel for receive stamps on this connection (one setsockopt per response: a
+        pooled connection may be new). A socket that refuses turns the target to user stamps."""
+        if sock is None:
+            return
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            self.stamps.source = "user"
 
     def close(self) -> None:
         self.client.close()

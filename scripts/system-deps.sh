@@ -2,7 +2,8 @@
 # Install the system packages the test suite uses, when missing (Debian/Ubuntu, as root or with sudo):
 # InfluxDB 1.x and VictoriaMetrics (telemetry tests), Chromium + driver (browser tests),
 # docker-compose 1.x and shellcheck (offline compose and entry-script validation), iproute2 (network
-# namespaces: a worker host whose link a test cuts). Safe to run repeatedly.
+# namespaces: a worker host whose link a test cuts), openssl (a self-signed certificate for a TLS
+# target). Safe to run repeatedly.
 set -euo pipefail
 need=()
 command -v influxd >/dev/null 2>&1 || need+=(influxdb)
@@ -12,6 +13,7 @@ command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -3,7 +3,9 @@
 Real HTTP/1.1 on a real socket (asyncio, hand-written framing, keep-alive,
 chunked transfer-encoding), run as its own process:
 
-    python tests/sse_server.py --port 0 --port-file PATH
+    python tests/sse_server.py --port 0 --port-file PATH [--tls CERT KEY]
+
+``--tls`` serves HTTPS with that certificate (a TLS target: the client keeps user-space stamps).
 
 The request body's ``llmload_test`` object chooses the behaviour:
 
@@ -261,10 +263,16 @@ class Conn(asyncio.Protocol):
             self.sched.add(t0 + first + i * step, lambda i=i: send(i))
 
 
-async def serve(host: str, port: int, port_file: str | None) -> None:
+async def serve(host: str, port: int, port_file: str | None, tls: list[str] | None = None) -> None:
     loop = asyncio.get_running_loop()
     sched = Scheduler(loop)
-    server = await loop.create_server(lambda: Conn(sched), host, port, backlog=2048)
+    context = None
+    if tls:
+        import ssl
+
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls[0], tls[1])
+    server = await loop.create_server(lambda: Conn(sched), host, port, backlog=2048, ssl=context)
     bound = server.sockets[0].getsockname()[1]
     if port_file:
         tmp = port_file + ".tmp"
@@ -283,8 +291,9 @@ def main() -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     a = ap.parse_args()
-    asyncio.run(serve(a.host, a.port, a.port_file))
+    asyncio.run(serve(a.host, a.port, a.port_file, a.tls))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
 from llmload.runstate import WARMUP, Collector
 from llmload.secrets import Masker, secret_values
+from llmload.stamps import ReadStamps
 from llmload.transport import GeventTransport
 
 NO_IGNORE_EOS = ("openai",)
@@ -107,6 +108,10 @@ class LLMRun:
         for t in self.targets:
             self.collector.streamed.close(t, now)
         self._drivers.kill(block=False)
+
+    def read_stamps(self, target: str) -> ReadStamps:
+        """Where the target's transports in this process count their reads (llmload/stamps.py)."""
+        return self.collector.stamps[target]
 
     def streams_open(self) -> int:
         return len(self._streams)
@@ -193,6 +198,7 @@ class LLMRun:
             read_timeout_s=self.sc.client.read_timeout,
             first_byte_timeout_s=self.sc.client.first_byte_timeout,
             concurrency=cap,
+            stamps=self.read_stamps(t),
         )
         slots = BoundedSemaphore(cap)
         base = (ps.position + 1) * 1_000_000  # open-loop indexes: step position, then arrival number

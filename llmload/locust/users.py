@@ -16,6 +16,7 @@ import gevent
 from geventhttpclient.url import URL
 from locust import FastHttpUser, constant, task
 
+from llmload.stamps import ReadStamps
 from llmload.transport import GeventTransport
 
 
@@ -23,6 +24,8 @@ class LLMRun(Protocol):
     """What a user needs of its run (llmload/locust/controller.py's LLMRun)."""
 
     sc: Any
+
+    def read_stamps(self, target: str) -> ReadStamps: ...
 
     def closed_loop_iteration(self, user: Any, transport: GeventTransport) -> None: ...
 
@@ -56,6 +59,7 @@ class LLMUser(FastHttpUser):
                 client=client,
                 read_timeout_s=self.read_timeout,
                 first_byte_timeout_s=self.first_byte_timeout,
+                stamps=run.read_stamps(self.target_name),
             )
         run.closed_loop_iteration(self, self._transport)
 

@@ -1,0 +1,202 @@
+"""Kernel receive stamps (llmload/transport.py, llmload/stamps.py) and what they make of a run.
+
+The scripted server stamps each chunk with its CLOCK_MONOTONIC at the write (``x_ts``), the clock
+the client's ``time.perf_counter`` reads on Linux, so a test compares the client's stamp of a
+chunk with the moment the server sent it. A greenlet that blocks the event loop stands in for a
+busy client: the kernel stamp sees through it, a user-space stamp does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import gevent
+import gevent.monkey
+import pytest
+
+from llmload.client_health import client_health
+from llmload.metrics import Histogram
+from llmload.openai_stream import build_request, stream_request
+from llmload.records import RequestRecord
+from llmload.stamps import ReadStamps
+from llmload.transport import KERNEL_STAMPS, GeventTransport
+from tests.conftest import ROOT, start_port_file_process
+from tests.servers import require_binary, stop_process
+
+pytestmark = pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps: Linux on x86-64/arm64")
+
+BLOCK_S = 0.15  # the event loop is blocked this long, from 10 ms after the send
+FIRST_MS = 60  # the first token is written while the loop is blocked
+
+
+def first_chunk_error_ms(base_url: str, *, kernel: bool) -> tuple[float, ReadStamps]:
+    """Client stamp minus server send time of the first content chunk, with the loop blocked."""
+    stamps = ReadStamps()
+    tr = GeventTransport(base_url, stamps=stamps, kernel_stamps=kernel)
+    spec = {"mode": "timed", "n": 2, "first_ms": FIRST_MS, "interval_ms": 600}
+    req = build_request(api="chat", model="m", prompt="hi", max_tokens=4, extra_body={"llmload_test": spec})
+    blocking_sleep = gevent.monkey.get_original("time", "sleep")
+
+    def block_the_loop() -> None:
+        gevent.sleep(0.01)
+        blocking_sleep(BLOCK_S)  # no switch: every greenlet, the reader included, waits
+
+    resp = tr.send(req.method, req.path, req.headers, req.body)
+    blocker = gevent.spawn(block_the_loop)
+    found = None
+    try:
+        for t, data in resp.blocks():
+            for line in data.split(b"\n"):
+                if line.startswith(b"data: {") and b'"content"' in line:
+                    obj = json.loads(line[6:])
+                    if obj["choices"][0]["delta"].get("content") and "x_ts" in obj:
+                        found = (t - obj["x_ts"]) * 1000.0
+                        break
+            if found is not None:
+                break
+    finally:
+        resp.close(False)
+        blocker.join()
+        tr.close()
+    assert found is not None, "no content chunk with x_ts"
+    return found, stamps
+
+
+def test_kernel_stamps_see_through_a_blocked_event_loop(sse_server: str) -> None:
+    kernel, user = [], []
+    for _ in range(3):
+        err, st = first_chunk_error_ms(sse_server, kernel=True)
+        kernel.append(err)
+        assert st.source == "kernel" and st.kernel_reads >= 1
+        # the read came about (BLOCK_S + 10 ms - FIRST_MS) late: measured as client delay
+        assert st.delay.summary_ms()["max"] >= 0.5 * (BLOCK_S * 1000 + 10 - FIRST_MS)
+        err, st = first_chunk_error_ms(sse_server, kernel=False)
+        user.append(err)
+        assert st.source == "user" and st.kernel_reads == 0 and st.delay.count == 0
+    # the user-space stamp counts the blocked loop as server time; the kernel's does not
+    assert min(user) >= 0.5 * (BLOCK_S * 1000 + 10 - FIRST_MS), user
+    assert abs(statistics.median(kernel)) <= 1.0, kernel
+    assert max(abs(e) for e in kernel) < min(user), (kernel, user)
+
+
+def test_a_read_that_brings_several_chunks_is_counted(sse_server: str) -> None:
+    def chunk(text: str) -> str:
+        return "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) + "\n\n"
+
+    frames = [
+        [5, chunk("a")],
+        [20, chunk("b") + chunk("c") + chunk("d")],  # one write: one read, one stamp for three tokens
+        [20, chunk("e")],
+        [
+            5,
+            "data: " + json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + "\n\n",
+        ],
+        [1, "data: [DONE]\n\n"],
+    ]
+    stamps = ReadStamps()
+    tr = GeventTransport(sse_server, stamps=stamps)
+    req = build_request(
+        api="chat",
+        model="m",
+        prompt="hi",
+        max_tokens=8,
+        extra_body={"llmload_test": {"mode": "raw", "frames": frames}},
+    )
+    rec = stream_request(tr, req, RequestRecord(target="t"))
+    tr.close()
+    assert rec.status == "ok" and rec.chunks == 5
+    assert rec.coalesced_reads == 1
+    assert stamps.kernel_reads >= 4  # one per write at least (headers aside)
+
+
+def test_a_tls_target_keeps_user_space_stamps_and_says_so(tmp_path: Path) -> None:
+    openssl = require_binary("openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    server, port = start_port_file_process(
+        [sys.executable, str(ROOT / "tests" / "sse_server.py"), "--tls", str(cert), str(key)], tmp_path, "tls"
+    )
+    try:
+        timed = "{llmload_test: {mode: timed, n: 5, first_ms: 5, interval_ms: 5}}"
+        scenario = tmp_path / "tls.yaml"
+        scenario.write_text(
+            f"targets:\n  - {{name: tls, kind: openai, base_url: 'https://127.0.0.1:{port}', model: test-model, "
+            f"extra_body: {timed}}}\n"
+            "load: {users: 2, max_requests: 8}\n"
+            "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
+        )
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "llmload",
+                "run",
+                str(scenario),
+                "--results",
+                str(tmp_path / "r"),
+                "--no-reports",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=ROOT,
+            env={**os.environ, "SSL_CERT_FILE": str(cert)},  # the readiness check trusts it
+        )
+    finally:
+        stop_process(server)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["targets"]["tls"]["requests"]["ok"] == 8
+    ts = summary["run"]["client"]["timestamps"]["tls"]
+    assert ts["source"] == "user" and ts["kernel_reads"] == 0 and ts["user_reads"] >= 8 * 5
+    assert ts["client_delay_ms"]["count"] == 0
+
+
+def _stamps(source: str, kernel: int, user: int, coalesced: int) -> ReadStamps:
+    s = ReadStamps(source=source, kernel_reads=kernel, user_reads=user, coalesced_reads=coalesced)  # type: ignore[arg-type]
+    for _ in range(kernel):
+        s.delay.record(0.0002)
+    return s
+
+
+def test_a_lagging_client_invalidates_only_figures_read_with_user_space_stamps() -> None:
+    client = SimpleNamespace(loop_lag_threshold_ms=25.0, cpu_threshold_percent=90.0)
+    lag = Histogram()
+    for _ in range(99):
+        lag.record(0.001)
+    lag.record(0.2)
+    lag.record(0.2)  # p99 200 ms
+    # every target kernel-stamped: loop lag is a note, the ITL of a target with many coalesced reads a flag
+    h = client_health(
+        client, lag, [50.0], {"a": _stamps("kernel", 1000, 0, 50), "b": _stamps("kernel", 1000, 0, 2)}
+    )
+    assert not h["unreliable"] and h["unreliable_reasons"] == []
+    assert len(h["notes"]) == 1 and "kernel receive stamps: a, b" in h["notes"][0]
+    assert [(f["target"], f["metric"]) for f in h["flags"]] == [("a", "itl")]
+    assert h["timestamps"]["a"]["client_delay_ms"]["count"] == 1000
+    # first chunks read with the headers (user-space stamps) while the loop lagged: TTFT flagged
+    h = client_health(client, lag, [50.0], {"a": _stamps("kernel", 1000, 100, 0)})
+    assert [(f["target"], f["metric"]) for f in h["flags"]] == [("a", "ttft")]
+    # a TLS target read with user-space stamps: the run is invalid as before, and says which
+    h = client_health(
+        client, lag, [95.0], {"a": _stamps("kernel", 1000, 0, 0), "tls": _stamps("user", 0, 500, 0)}
+    )
+    assert h["unreliable"] and len(h["unreliable_reasons"]) == 2
+    assert "(tls: user-space stamps)" in h["unreliable_reasons"][0]
+    # a quiet client: nothing said
+    quiet = Histogram()
+    quiet.record(0.001)
+    h = client_health(client, quiet, [20.0], {"tls": _stamps("user", 0, 500, 0)})
+    assert not h["unreliable"] and h["notes"] == [] and h["flags"] == []
