@@ -186,6 +186,11 @@ class Client(Strict):
         description="seconds between scrapes of each target's /metrics (at least 1 s): every scrape "
         "costs the server's front-end time, which lands on the streams it is serving",
     )
+    timestamps: Literal["kernel", "user"] = Field(
+        "kernel",
+        description="stamp each read with the kernel's receive time where the socket gives it (plain "
+        "HTTP on Linux), or always with the client's clock when the read returns (docs/metrics.md)",
+    )
     loop_lag_threshold_ms: float = Field(
         25.0, gt=0, description="loop-lag p99 above this marks the run unreliable"
     )

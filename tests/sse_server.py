@@ -32,6 +32,11 @@ The request body's ``llmload_test`` object chooses the behaviour:
 - ``{"mode": "cycle", "key": K, "specs": [spec, ...]}``: each request takes the next spec of the
   list, in arrival order; GET /llmload_test/stats?key=K says how many arrived, per spec.
 
+Requests that carry ``X-Request-Id`` (llmload sends ``<run_id>-<target>-<index>``) are logged in
+timed mode: GET /llmload_test/requests answers ``{id: {"arrived": t, "first_sent": t}}`` (the
+server's CLOCK_MONOTONIC when the request was read and when its first content chunk was written),
+so a benchmark joins each line of requests.jsonl to what the server did for it.
+
 Any other path answers /health and /v1/models so readiness checks pass.
 """
 
@@ -50,6 +55,7 @@ import time
 MONO = time.CLOCK_MONOTONIC
 STALL_FIRST: dict[str, float] = {}
 CYCLES: dict[str, dict[str, object]] = {}  # cycle key -> {"received": n, "by_spec": [n, ...]}
+REQUESTS: dict[str, dict[str, float]] = {}  # X-Request-Id -> {"arrived": t, "first_sent": t} (timed mode)
 
 
 def now() -> float:
@@ -147,6 +153,8 @@ class Conn(asyncio.Protocol):
             if path.startswith("/llmload_test/stats"):  # what a cycle key received, per behaviour
                 key = path.partition("key=")[2]
                 self.simple(200, CYCLES.get(key, {"received": 0, "by_spec": []}))
+            elif path.startswith("/llmload_test/requests"):  # the request-id log (timed mode)
+                self.simple(200, REQUESTS)
             elif path.startswith("/v1/models"):
                 self.simple(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
             else:
@@ -241,6 +249,8 @@ class Conn(asyncio.Protocol):
         k = int(spec.get("tokens_per_chunk", 1))
         self.start_stream()
         self.write(chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'))
+        rid = self.req_headers.get("x-request-id")
+        log = REQUESTS.setdefault(rid, {"arrived": t0}) if rid else None
 
         def send(i: int) -> None:
             ev = {
@@ -251,6 +261,8 @@ class Conn(asyncio.Protocol):
             }
             if i == n - 1:
                 ev["choices"][0]["finish_reason"] = "length"
+            if i == 0 and log is not None:
+                log["first_sent"] = ev["x_ts"]  # type: ignore[assignment]
             self.write(chunk(b"data: " + json.dumps(ev).encode() + b"\n\n"))
             if i == n - 1:
                 usage = {"prompt_tokens": 10, "completion_tokens": n * k, "total_tokens": 10 + n * k}

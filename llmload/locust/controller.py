@@ -46,8 +46,10 @@ class LLMRun:
         worker_index: int = 0,
         worker_count: int = 1,
         generation: int = 0,
+        run_id: str = "",
     ) -> None:
         self.env = environment
+        self.run_id = run_id or "llmload"
         self.sc = scenario
         self.role = role
         self.worker_id = worker_id
@@ -199,6 +201,7 @@ class LLMRun:
             first_byte_timeout_s=self.sc.client.first_byte_timeout,
             concurrency=cap,
             stamps=self.read_stamps(t),
+            kernel_stamps=self.sc.client.timestamps == "kernel",
         )
         slots = BoundedSemaphore(cap)
         base = (ps.position + 1) * 1_000_000  # open-loop indexes: step position, then arrival number
@@ -237,6 +240,9 @@ class LLMRun:
     ) -> RequestRecord:
         target = self.targets[t]
         wl = self.sc.workload
+        # A request id the server can log (vLLM with --enable-request-id-headers uses it as its own):
+        # <run_id>-<target>-<index> joins a server's log to requests.jsonl by target and index.
+        headers = {"X-Request-Id": f"{self.run_id}-{t}-{spec.index}", **target.headers}
         req = build_request(
             api=target.api,
             model=target.model or "",
@@ -246,7 +252,7 @@ class LLMRun:
             ignore_eos=wl.ignore_eos and target.kind not in NO_IGNORE_EOS,
             min_tokens=wl.min_tokens,
             extra_body=target.extra_body,
-            headers=target.headers,
+            headers=headers,
             api_key=self._api_keys.get(t),
             base_path=transport.base_path,
         )

@@ -68,6 +68,7 @@ def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
         worker_index=data["slot"],
         worker_count=data["count"],
         generation=data["generation"],
+        run_id=str(data.get("run_id", "")),
     )
     st.run = run
     # This worker's own llm_request points (tagged with its id); spooled locally if InfluxDB is down.

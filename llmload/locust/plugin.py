@@ -186,8 +186,8 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     models = wait_ready(sc.targets, timeout_s=sc.client.ready_timeout)
     if models:
         sc = resolve(sc, [f"targets.{name}.model={m}" for name, m in models.items()])
-    run = LLMRun(environment, sc, role="master" if distributed else "local")
     run_id = f"{sc.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    run = LLMRun(environment, sc, role="master" if distributed else "local", run_id=run_id)
     results_dir = Path(options.llm_results) if options.llm_results else Path(sc.output.dir) / run_id
     progress = bool(options.headless) and not options.llm_quiet
     conductor = Conductor(run, results_dir, distributed=distributed, progress=progress)

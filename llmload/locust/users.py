@@ -60,6 +60,7 @@ class LLMUser(FastHttpUser):
                 read_timeout_s=self.read_timeout,
                 first_byte_timeout_s=self.first_byte_timeout,
                 stamps=run.read_stamps(self.target_name),
+                kernel_stamps=run.sc.client.timestamps == "kernel",
             )
         run.closed_loop_iteration(self, self._transport)
 
