@@ -359,6 +359,14 @@ CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, list[str
     ),
     ("run --influx", GOOD, {}, "run", ["--influx", "notaurl"], "--influx:"),
     (
+        "run --workers",
+        GOOD,
+        {},
+        "run",
+        ["--workers", "many"],
+        "argument --workers: expected a number of workers or 'auto', got 'many'",
+    ),
+    (
         "run unknown option",
         GOOD,
         {},

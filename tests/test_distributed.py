@@ -65,6 +65,42 @@ def test_master_and_two_workers_merge_exactly(tmp_path: Path) -> None:
         # indexes are disjoint between workers and dense: a deterministic split of one sequence
         idx = sorted(x["index"] for x in mine)
         assert len(set(idx)) == len(idx)
+        # both workers' read stamps merged: every kernel-stamped read has its client delay
+        ts = summary["run"]["client"]["timestamps"][name]
+        assert ts["source"] == "kernel" and ts["kernel_reads"] > 0
+        assert ts["client_delay_ms"]["count"] == ts["kernel_reads"]
+
+
+def test_workers_auto_starts_one_worker_per_core_less_one(tmp_path: Path) -> None:
+    scn = tmp_path / "auto.yaml"
+    scn.write_text(scenario("3s", users=2))
+    out = tmp_path / "r"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmload",
+            "run",
+            str(scn),
+            "--workers",
+            "auto",
+            "--results",
+            str(out),
+            "--no-reports",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    cores = len(os.sched_getaffinity(0))
+    if cores > 1:
+        assert summary["run"]["mode"] == "distributed"
+        assert len(summary["run"]["workers"]) == cores - 1
+    else:
+        assert summary["run"]["mode"] == "local"
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:

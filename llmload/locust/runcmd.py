@@ -2,13 +2,15 @@
 
 ``run`` is headless. With ``--workers N`` it starts a Locust master here and N
 worker processes on this host (each its own core); the master merges their
-exact histograms. ``master`` / ``worker`` are the same pieces for many hosts.
+exact histograms. ``--workers auto``: one per core this process may use, less one
+for the master (none on a single core: the run stays local). ``master`` / ``worker`` are the same pieces for many hosts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -42,7 +44,12 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
         "--sim", action="store_true", help="run every target against its `sim:` stand-in (no GPU)"
     )
     if cmd in ("run", "master"):
-        ap.add_argument("--workers", type=int, default=0, help="run a master and N local worker processes")
+        ap.add_argument(
+            "--workers",
+            type=worker_count,
+            default=0,
+            help="run a master and N local worker processes (auto: one per core, less one for the master)",
+        )
         ap.add_argument(
             "--expect-workers", type=int, default=0, help="master: wait for N workers before starting"
         )
@@ -192,6 +199,19 @@ def run_command(cmd: str, argv: list[str]) -> int:
     finally:
         for p in procs:
             _stop(p)
+
+
+def worker_count(value: str) -> int:
+    """``--workers``: a count, or ``auto`` (the usable cores less one; 0 on one core)."""
+    if value == "auto":
+        return max(0, len(os.sched_getaffinity(0)) - 1)
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of workers or 'auto', got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more workers, got {n}")
+    return n
 
 
 def _spawn_worker(host: str, port: int) -> subprocess.Popen[bytes]:
