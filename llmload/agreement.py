@@ -22,7 +22,9 @@ No Locust import; works on summary figures and telemetry rows.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
+
+from llmload.results_model import Agreement, AgreementRow
 
 MEAN_TOLERANCE_PCT = 5.0
 MEAN_TOLERANCE_MS = 5.0
@@ -45,7 +47,10 @@ def _delta(pts: list[tuple[float, float]] | None) -> float | None:
     return pts[-1][1] - pts[0][1]
 
 
-def _row(name: str, unit: str, client: float | None, server: float | None, **extra: Any) -> dict[str, Any]:
+def _row(
+    name: str, unit: str, client: float | None, server: float | None, basis: str | None = None
+) -> AgreementRow:
+    verdict: Literal["agrees", "differs", "n/a"]
     if client is None or server is None:
         verdict = "n/a"
     else:
@@ -57,11 +62,11 @@ def _row(name: str, unit: str, client: float | None, server: float | None, **ext
         else:
             ok = server > 0 and abs(diff) / server * 100.0 <= RATE_TOLERANCE_PCT
         verdict = "agrees" if ok else "differs"
-    row: dict[str, Any] = {"figure": name, "unit": unit, "client": client, "server": server}
+    row = AgreementRow(figure=name, unit=unit, client=client, server=server, verdict=verdict)
     if client is not None and server:
-        row["diff_pct"] = round((client - server) / server * 100.0, 2)
-    row["verdict"] = verdict
-    row.update(extra)
+        row.diff_pct = round((client - server) / server * 100.0, 2)  # a key only when there is a figure
+    if basis is not None:
+        row.basis = basis
     return row
 
 
@@ -77,7 +82,7 @@ def server_agreement(
     output_tok_s: float,
     window: tuple[float | None, float | None, float],
     streamed_all_in_window: bool,
-) -> dict[str, Any] | None:
+) -> Agreement | None:
     """The agreement rows for one target, or None when its /metrics was never scraped twice."""
     s = _series(telemetry, target)
     if not s:
@@ -117,9 +122,7 @@ def server_agreement(
             basis=basis,
         )
     )
-    judged = [r for r in rows if r["verdict"] != "n/a"]
-    return {
-        "scrapes": scrapes,
-        "rows": rows,
-        "agrees": all(r["verdict"] == "agrees" for r in judged) if judged else None,
-    }
+    judged = [r for r in rows if r.verdict != "n/a"]
+    return Agreement(
+        scrapes=scrapes, rows=rows, agrees=all(r.verdict == "agrees" for r in judged) if judged else None
+    )

@@ -19,9 +19,9 @@ A flag names the figure and why; it does not change the exit code. docs/results.
 
 from __future__ import annotations
 
-from typing import Any
-
 from llmload.metrics import Histogram
+from llmload.results_model import ClientHealth, CpuPercent, FigureFlag, LoopLag, ReadTimestamps
+from llmload.scenario import Client
 from llmload.stamps import ReadStamps
 
 COALESCED_FLAG = 0.01  # share of kernel-stamped reads that brought several token-bearing chunks
@@ -29,8 +29,8 @@ USER_READS_FLAG = 0.01  # share of a kernel-stamped target's reads stamped in us
 
 
 def client_health(
-    client: Any, lag: Histogram, cpu_samples: list[float], stamps: dict[str, ReadStamps]
-) -> dict[str, Any]:
+    client: Client, lag: Histogram, cpu_samples: list[float], stamps: dict[str, ReadStamps]
+) -> ClientHealth:
     """The ``client`` block: loop lag, CPU, read stamps per target, and what they make of the figures."""
     lag_s = lag.summary_ms()
     cpu = {
@@ -61,35 +61,35 @@ def client_health(
             unreliable.append(f"{head}: timings are not trustworthy")
         else:
             notes.append(head + corrected)
-    flags = []
+    flags: list[FigureFlag] = []
     for t in kernel:
         s = stamps[t]
         if s.coalesced_reads > COALESCED_FLAG * s.kernel_reads:
             share = s.coalesced_reads / s.kernel_reads
             flags.append(
-                {
-                    "target": t,
-                    "metric": "itl",
-                    "why": f"{s.coalesced_reads} of {s.kernel_reads} reads ({share:.1%}) brought several "
+                FigureFlag(
+                    target=t,
+                    metric="itl",
+                    why=f"{s.coalesced_reads} of {s.kernel_reads} reads ({share:.1%}) brought several "
                     "chunks at once: the gaps between them are lost",
-                }
+                )
             )
         reads = s.kernel_reads + s.user_reads
         if lagging and s.user_reads > USER_READS_FLAG * reads:
             flags.append(
-                {
-                    "target": t,
-                    "metric": "ttft",
-                    "why": f"{s.user_reads} of {reads} reads were stamped in user space (the first "
+                FigureFlag(
+                    target=t,
+                    metric="ttft",
+                    why=f"{s.user_reads} of {reads} reads were stamped in user space (the first "
                     f"chunk came with the headers) while the loop lag p99 was {p99:.1f} ms",
-                }
+                )
             )
-    return {
-        "loop_lag_ms": {k: lag_s.get(k) for k in ("count", "p50", "p99", "max")},
-        "cpu_percent": cpu,
-        "timestamps": {t: s.summary() for t, s in sorted(stamps.items())},
-        "unreliable": bool(unreliable),
-        "unreliable_reasons": unreliable,
-        "notes": notes,
-        "flags": flags,
-    }
+    return ClientHealth(
+        loop_lag_ms=LoopLag.model_validate({k: lag_s.get(k) for k in ("count", "p50", "p99", "max")}),
+        cpu_percent=CpuPercent.model_validate(cpu),
+        timestamps={t: ReadTimestamps.model_validate(s.summary()) for t, s in sorted(stamps.items())},
+        unreliable=bool(unreliable),
+        unreliable_reasons=unreliable,
+        notes=notes,
+        flags=flags,
+    )

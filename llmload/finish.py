@@ -17,7 +17,7 @@ from typing import Any
 import gevent
 
 from llmload.client_health import client_health
-from llmload.results_model import RunBlock
+from llmload.results_model import RunBlock, Summary
 from llmload.sinks.results import read_telemetry
 from llmload.summary import build_summary
 
@@ -37,8 +37,8 @@ def finalize(
     *,
     allow_worker_loss: bool,
     write_reports: bool = True,
-    publish: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
-) -> tuple[dict[str, Any], int]:
+    publish: Callable[[Summary], dict[str, Any] | None] | None = None,
+) -> tuple[Summary, int]:
     """Judge the run and write summary.json (and the reports).
 
     ``publish`` gets the summary before it is written (the InfluxDB sink writes its final figures,
@@ -56,8 +56,8 @@ def finalize(
     window = agg.window(exclude_warmup=False)
     ok_total = sum(st.ok for st in window.values())
     sent_total = sum(st.requests for st in window.values())
-    if health["unreliable"]:
-        reasons.extend(health["unreliable_reasons"])
+    if health.unreliable:
+        reasons.extend(health.unreliable_reasons)
         status, code = "invalid", EXIT_INVALID
     if ok_total == 0:
         reasons.append(f"no request succeeded ({sent_total} sent)")
@@ -118,12 +118,10 @@ def finalize(
         extra_run=extra,
         telemetry=telemetry,
     )
-    for text in health["notes"] + [
-        f"{f['target']} {f['metric']} flagged: {f['why']}" for f in health["flags"]
-    ]:
+    for text in health.notes + [f"{f.target} {f.metric} flagged: {f.why}" for f in health.flags]:
         print(f"llmload: note: {text}", file=sys.stderr)
     if publish is not None:
-        summary["run"]["influx"] = publish(summary)
+        summary.run.influx = publish(summary)
     c.results.summary(summary)
     c.results.flush()
     missed: list[str] = []
@@ -131,24 +129,22 @@ def finalize(
         missed = _reports(c)
         if code == EXIT_OK and missed:  # an interrupted or invalid run keeps its own code
             code = EXIT_SLO
-    summary["run"]["verdict"] = verdict(summary["run"], missed, code)
-    summary["run"]["exit_code"] = code
-    RunBlock.model_validate(summary["run"])  # the published shape (docs/schemas/summary-run.schema.json)
+    summary.run.verdict = verdict(summary.run, missed, code)
+    summary.run.exit_code = code
     c.results.summary(summary)  # the reports read the figures above; the verdict comes from them
     return summary, code
 
 
-def verdict(run: dict[str, Any], missed: list[str], code: int) -> str:
+def verdict(run: RunBlock, missed: list[str], code: int) -> str:
     """One line that says how the run ended, as the exit code says it (the terminal's last line)."""
-    reasons = run.get("reasons") or []
-    if run["status"] == "interrupted":
-        return f"interrupted by {run['stop_reason']} (exit {code}): figures cover the run up to the stop"
-    if run["status"] == "invalid":
-        return f"invalid (exit {code}): {reasons[0] if reasons else 'no reason given'}"
-    head = "SLO missed" if missed else run["status"]
-    if run["status"] == "degraded":
+    if run.status == "interrupted":
+        return f"interrupted by {run.stop_reason} (exit {code}): figures cover the run up to the stop"
+    if run.status == "invalid":
+        return f"invalid (exit {code}): {run.reasons[0] if run.reasons else 'no reason given'}"
+    head: str = "SLO missed" if missed else run.status
+    if run.status == "degraded":
         head = "degraded" + (", SLO missed" if missed else "")
-        head += f": {len(run.get('lost_workers') or [])} worker(s) lost"
+        head += f": {len(run.lost_workers)} worker(s) lost"
     line = f"{head} (exit {code})"
     return line + (": " + "; ".join(missed) if missed else "")
 

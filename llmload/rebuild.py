@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmload.records import RequestRecord
-from llmload.results_model import RequestLine
+from llmload.results_model import ClientHealth, CpuPercent, LoopLag, RequestLine, Summary
 from llmload.runstate import Aggregator, Collector
 from llmload.scenario import validate_data
 from llmload.secrets import redact
@@ -111,7 +111,7 @@ def _windows(recs: list[RequestRecord]) -> dict[tuple[str, str, str], Window]:
     return out
 
 
-def rebuild_summary(results_dir: Path) -> dict[str, Any]:
+def rebuild_summary(results_dir: Path) -> Summary:
     """summary.json's content for a run that wrote none. InputError when run.json is missing."""
     d = Path(results_dir)
     info_path = d / RUN_INFO
@@ -150,15 +150,12 @@ def rebuild_summary(results_dir: Path) -> dict[str, Any]:
         workers=sorted({r.worker for r in recs}) or ["local"],
         status=INCOMPLETE,
         reasons=reasons,
-        client={
-            "loop_lag_ms": {"count": None, "p50": None, "p99": None, "max": None},
-            "cpu_percent": {"mean": None, "max": None},
-            "timestamps": {},
-            "unreliable": False,
-            "unreliable_reasons": [],
-            "notes": [],
-            "flags": [],
-        },
+        client=ClientHealth(  # not measured: the process that could say is gone
+            loop_lag_ms=LoopLag(count=None, p50=None, p99=None, max=None),
+            cpu_percent=CpuPercent(mean=None, max=None),
+            unreliable=False,
+            unreliable_reasons=[],
+        ),
         extra_run={
             "telemetry": {"scrape_interval_s": sc.client.scrape_interval, "scrapes": None},
             "lost_workers": [],

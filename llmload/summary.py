@@ -1,4 +1,4 @@
-"""Build summary.json (schema llmload.summary/1, docs/results.md) from merged figures."""
+"""Build summary.json (schema llmload.summary/1, docs/results.md) from merged figures, as a results_model.Summary."""
 
 from __future__ import annotations
 
@@ -6,15 +6,33 @@ import platform
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 from llmload import __version__
 from llmload.agreement import server_agreement
 from llmload.metrics import TargetStats
+from llmload.results_model import (
+    SUMMARY_SCHEMA,
+    Agreement,
+    ClientHealth,
+    HistogramSnapshot,
+    Latency,
+    Level,
+    LevelRate,
+    LevelRequests,
+    LevelTarget,
+    Requests,
+    RunBlock,
+    Status,
+    Step,
+    Summary,
+    TargetBlock,
+    Tokens,
+)
 from llmload.runstate import WARMUP, Aggregator
 from llmload.throughput import Window, throughput_block
 
-SCHEMA = "llmload.summary/1"
+SCHEMA = SUMMARY_SCHEMA
 
 
 def iso(t: float | None) -> str | None:
@@ -25,23 +43,59 @@ def iso(t: float | None) -> str | None:
     )
 
 
-def target_block(st: TargetStats, windows: list[Window], *, histograms: bool) -> dict[str, Any]:
-    """One target's figures over a level or the run; throughput from its windows (llmload.throughput)."""
-    by_class = dict(st.by_class)
-    out: dict[str, Any] = {
-        "requests": {"sent": st.requests, "ok": st.ok, "failed": st.failures, "by_class": by_class},
-        "tokens": {
-            "prompt": st.prompt_tokens,
-            "prompt_client": st.prompt_tokens_client,
-            "output": st.output_tokens,
-            "output_approx": st.output_tokens_approx,
+def _figures(st: TargetStats) -> tuple[Tokens, dict[str, Latency]]:
+    tokens = Tokens(
+        prompt=st.prompt_tokens,
+        prompt_client=st.prompt_tokens_client,
+        output=st.output_tokens,
+        output_approx=st.output_tokens_approx,
+    )
+    return tokens, {m: Latency.model_validate(s) for m, s in st.latency_block().items()}
+
+
+def level_target(st: TargetStats, windows: list[Window]) -> LevelTarget:
+    """One target's figures over one level; throughput from its window (llmload.throughput)."""
+    tokens, latency = _figures(st)
+    requests = LevelRequests(sent=st.requests, ok=st.ok, failed=st.failures, by_class=_by_class(st))
+    return LevelTarget(
+        requests=requests, tokens=tokens, latency_ms=latency, throughput=throughput_block(windows)
+    )
+
+
+def _by_class(st: TargetStats) -> dict[Status, int]:
+    return cast(dict[Status, int], dict(st.by_class))  # the model checks every key is a status class
+
+
+def run_target(t: Any, agg: Aggregator, window: TargetStats, everything: TargetStats) -> TargetBlock:
+    """One target over the run: figures from the measurement window, request counts from every line."""
+    tokens, latency = _figures(window)
+    requests = Requests(
+        # requests.sent counts every request line (warm-up included); by_class too.
+        sent=everything.requests,
+        ok=everything.ok,
+        failed=everything.failures,
+        by_class=_by_class(everything),
+        in_window=window.requests,
+        warmup=everything.requests - window.requests,
+        dropped=agg.dropped.get(t.name, 0),
+        delayed=agg.delayed.get(t.name, 0),
+        backoffs=agg.backoffs.get(t.name, 0),
+        backoff_s=round(agg.backoff_s.get(t.name, 0.0), 3),
+    )
+    return TargetBlock(
+        kind=t.kind,
+        model=t.model,
+        base_url=t.base_url,
+        labels=dict(t.labels),
+        cost_per_hour=t.cost_per_hour,
+        requests=requests,
+        tokens=tokens,
+        latency_ms=latency,
+        throughput=throughput_block(agg.target_windows(t.name)),
+        histograms={
+            m: HistogramSnapshot.model_validate(h.to_dict()) for m, h in window.histograms.items() if h.count
         },
-        "latency_ms": st.latency_block(),
-        "throughput": throughput_block(windows),
-    }
-    if histograms:
-        out["histograms"] = {m: h.to_dict() for m, h in st.histograms.items() if h.count}
-    return out
+    )
 
 
 def build_summary(
@@ -57,58 +111,37 @@ def build_summary(
     workers: list[str],
     status: str,
     reasons: list[str],
-    client: dict[str, Any],
+    client: ClientHealth,
     extra_run: dict[str, Any] | None = None,
     telemetry: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     window = agg.window(exclude_warmup=True)
     everything = agg.window(exclude_warmup=False)
-    targets: dict[str, Any] = {}
+    targets: dict[str, TargetBlock] = {}
     for t in scenario.targets:
-        st = window.get(t.name) or TargetStats()
-        block = target_block(st, agg.target_windows(t.name), histograms=True)
         all_st = everything.get(t.name) or TargetStats()
-        # requests.sent counts every request line (warm-up included); by_class too.
-        block["requests"]["sent"] = all_st.requests
-        block["requests"]["ok"] = all_st.ok
-        block["requests"]["failed"] = all_st.failures
-        block["requests"]["by_class"] = dict(all_st.by_class)
-        block["requests"]["in_window"] = st.requests
-        block["requests"]["warmup"] = all_st.requests - st.requests
-        block["requests"]["dropped"] = agg.dropped.get(t.name, 0)
-        block["requests"]["delayed"] = agg.delayed.get(t.name, 0)
-        block["requests"]["backoffs"] = agg.backoffs.get(t.name, 0)
-        block["requests"]["backoff_s"] = round(agg.backoff_s.get(t.name, 0.0), 3)
+        block = run_target(t, agg, window.get(t.name) or TargetStats(), all_st)
         if t.metrics_url and telemetry:
-            block["server_agreement"] = _agreement(t.name, all_st, agg, telemetry)
-        targets[t.name] = {
-            "kind": t.kind,
-            "model": t.model,
-            "base_url": t.base_url,
-            "labels": dict(t.labels),
-            "cost_per_hour": t.cost_per_hour,
-            **block,
-        }
+            block.server_agreement = _agreement(t.name, all_st, agg, telemetry)
+        targets[t.name] = block
+    steps = [Step.model_validate(m) for m in (extra_run or {}).get("steps") or []]
     levels = []
-    steps = (extra_run or {}).get("steps") or []
     for ph, lv in agg.level_order:
         if lv == WARMUP:
             continue
         d = agg.levels[(ph, lv)]
-        blocks = {t: target_block(s, agg.target_windows(t, (ph, lv)), histograms=False) for t, s in d.items()}
+        blocks = {t: level_target(s, agg.target_windows(t, (ph, lv))) for t, s in d.items()}
         for t, b in blocks.items():
-            meta = next(
-                (m for m in steps if m["phase"] == ph and m["level"] == lv and t in m["targets"]), None
-            )
-            if meta is not None and meta.get("end") is not None:
-                dur = max(1e-9, meta["end"] - meta["start"])
-                b["rate"] = {
-                    "target": meta.get("target_rate"),
-                    "achieved": round(b["requests"]["sent"] / dur, 4),
-                    "level_duration_s": round(dur, 3),
-                }
-                b["users"] = meta.get("users")
-        levels.append({"phase": ph, "level": lv, "value": _level_value(lv), "targets": blocks})
+            meta = next((m for m in steps if m.phase == ph and m.level == lv and t in m.targets), None)
+            if meta is not None and meta.end is not None:
+                dur = max(1e-9, meta.end - meta.start)
+                b.rate = LevelRate(
+                    target=meta.target_rate,
+                    achieved=round(b.requests.sent / dur, 4),
+                    level_duration_s=round(dur, 3),
+                )
+                b.users = meta.users
+        levels.append(Level(phase=ph, level=lv, value=_level_value(lv), targets=blocks))
     run: dict[str, Any] = {
         "run_id": run_id,
         "scenario_name": scenario.name,
@@ -134,20 +167,18 @@ def build_summary(
     }
     if extra_run:
         run.update(extra_run)
-    out: dict[str, Any] = {"schema": SCHEMA, "run": run, "targets": targets}
-    out["levels"] = levels
-    return out
+    return Summary(schema=SCHEMA, run=RunBlock.model_validate(run), targets=targets, levels=levels)
 
 
 def _agreement(
     target: str, all_st: TargetStats, agg: Aggregator, telemetry: list[dict[str, Any]]
-) -> dict[str, Any] | None:
+) -> Agreement | None:
     """The run's figures (warm-up included, as the server counts them) beside its /metrics deltas."""
     windows = agg.target_windows(target)
     tp = throughput_block(windows)
     firsts = [w.first for w in windows if w.first is not None]
     lasts = [w.last for w in windows if w.last is not None]
-    window = (min(firsts) if firsts else None, max(lasts) if lasts else None, float(tp["window_s"]))
+    window = (min(firsts) if firsts else None, max(lasts) if lasts else None, tp.window_s)
     return server_agreement(
         target,
         telemetry,
@@ -156,9 +187,9 @@ def _agreement(
         output_tokens=all_st.output_tokens,
         ttft_mean_ms=all_st.histograms["ttft"].summary_ms()["mean"],
         e2e_mean_ms=all_st.histograms["e2e"].summary_ms()["mean"],
-        output_tok_s=float(tp["output_tok_s"]),
+        output_tok_s=tp.output_tok_s,
         window=window,
-        streamed_all_in_window=agg.streamed_total.get(target, 0) == tp["window_tokens"],
+        streamed_all_in_window=agg.streamed_total.get(target, 0) == tp.window_tokens,
     )
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmload.records import RequestRecord
+from llmload.results_model import Throughput
 
 WindowKey = tuple[str, str, str]  # (target, phase, level)
 
@@ -76,19 +77,19 @@ class Window:
         return cls(w[0], w[1], w[2], w[3], int(w[4]), float(w[5]), int(w[6]))
 
 
-def throughput_block(windows: list[Window]) -> dict[str, Any]:
+def throughput_block(windows: list[Window]) -> Throughput:
     """summary.json's ``throughput`` for one target: one window, or several levels time-weighted."""
     span = sum(w.span_s for w in windows)
     tokens = sum(w.tokens for w in windows)
     share = sum(w.ok_share for w in windows)
-    return {
-        "output_tok_s": round(tokens / span, 3) if span > 0 else 0.0,
-        "req_s": round(share / span, 4) if span > 0 else 0.0,
-        "window_s": round(span, 3),
-        "window_tokens": tokens,
-        "window_requests": round(share, 3),
-        "levels": len(windows),
-    }
+    return Throughput(
+        output_tok_s=round(tokens / span, 3) if span > 0 else 0.0,
+        req_s=round(share / span, 4) if span > 0 else 0.0,
+        window_s=round(span, 3),
+        window_tokens=tokens,
+        window_requests=round(share, 3),
+        levels=len(windows),
+    )
 
 
 @dataclass

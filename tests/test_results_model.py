@@ -10,8 +10,9 @@ from typing import get_args
 
 import jsonschema
 
+from llmload.metrics import Histogram
 from llmload.records import STATUS_CLASSES
-from llmload.results_model import SCHEMAS, Status, schema_text
+from llmload.results_model import SCHEMAS, Latency, Status, Summary, schema_text
 from tests.conftest import ROOT, TOLERANT_CLIENT
 
 PUBLISHED = ROOT / "docs" / "schemas"
@@ -24,6 +25,7 @@ def test_the_published_schemas_are_the_models_own() -> None:
             f"{path} is stale: python -m llmload.results_model docs/schemas"
         )
     assert set(get_args(Status)) == set(STATUS_CLASSES)  # one list of classes, in two notations
+    assert list(Latency.model_fields) == list(Histogram().summary_ms())  # one latency block, two notations
 
 
 def test_a_real_run_matches_the_published_schemas(tmp_path: Path, sse_server: str) -> None:
@@ -51,7 +53,11 @@ def test_a_real_run_matches_the_published_schemas(tmp_path: Path, sse_server: st
         jsonschema.validate(x, schema["requests-line"])
     for x in rows:
         jsonschema.validate(x, schema["timeseries-row"])
-    jsonschema.validate(json.loads((out / "summary.json").read_text())["run"], schema["summary-run"])
+    summary = json.loads((out / "summary.json").read_text())
+    jsonschema.validate(summary["run"], schema["summary-run"])
+    jsonschema.validate(summary, schema["summary"])
+    # The model reads it back and writes it again key for key: readers and the file agree.
+    assert Summary.model_validate(summary).dump() == summary
     # And a line that breaks the shape is caught (the check is not vacuous).
     bad = dict(lines[0], status="fine")
     try:

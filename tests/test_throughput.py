@@ -44,9 +44,9 @@ def test_a_request_bound_window_ends_at_the_last_request_not_at_a_tick() -> None
         w.done(r, ok("a", 10))
     w.close("a", at=102.0)  # the once-a-second check that noticed it
     block = throughput_block(list(w.windows.values()))
-    assert block["window_s"] == pytest.approx(1.05)
-    assert block["output_tok_s"] == pytest.approx(40 / 1.05, rel=1e-3)
-    assert block["req_s"] == pytest.approx(4 / 1.05, rel=1e-3)
+    assert block.window_s == pytest.approx(1.05)
+    assert block.output_tok_s == pytest.approx(40 / 1.05, rel=1e-3)
+    assert block.req_s == pytest.approx(4 / 1.05, rel=1e-3)
 
 
 def test_usage_reconciles_merged_chunks_and_edges_count_by_share() -> None:
@@ -143,8 +143,12 @@ def test_every_place_shows_the_same_throughput(quickstart: Any, tmp_path: Path) 
     assert c.returncode == 0, c.stderr
     diffs = [d for d in json.loads(cmp_json.read_text())["diffs"] if d["metric"] == "output_tok_s"]
     from llmload.locust.liveview import rows_from_summary
+    from llmload.results_model import Summary
 
-    ui = {row["target"]: row for row in rows_from_summary(summary, list(summary["targets"]))}
+    ui = {
+        row["target"]: row
+        for row in rows_from_summary(Summary.model_validate(summary), list(summary["targets"]))
+    }
     for name, block in summary["targets"].items():
         tok = block["throughput"]["output_tok_s"]
         assert level["targets"][name]["throughput"]["output_tok_s"] == tok

@@ -16,6 +16,7 @@ from typing import Any
 
 from llmload.metrics import percentile
 from llmload.records import FAILURE_CLASSES
+from llmload.results_model import Summary
 
 WINDOW_S = 10.0  # rates, TTFT and TPOT: requests that ended in the last WINDOW_S seconds
 KEEP_S = 60.0  # request lines kept per target (older ones are dropped)
@@ -71,7 +72,7 @@ class LiveView:
             conductor._live_view = view
         return view
 
-    def finish(self, summary: dict[str, Any]) -> None:
+    def finish(self, summary: Summary) -> None:
         """From now on the table shows the run's final figures (summary.json, warm-up excluded)."""
         self.final = rows_from_summary(summary, self.targets)
 
@@ -157,32 +158,31 @@ class LiveView:
         return out
 
 
-def rows_from_summary(summary: dict[str, Any], targets: list[str]) -> list[dict[str, Any]]:
+def rows_from_summary(summary: Summary, targets: list[str]) -> list[dict[str, Any]]:
     """The table's rows for a finished run: summary.json's figures (docs/results.md)."""
-    lag = (summary.get("run", {}).get("client") or {}).get("loop_lag_ms") or {}
     out = []
     for t in targets:
-        s = summary.get("targets", {}).get(t)
+        s = summary.targets.get(t)
         if s is None:
             continue
-        lat, req, thr = s.get("latency_ms", {}), s.get("requests", {}), s.get("throughput", {})
-        fails = {c: n for c, n in (req.get("by_class") or {}).items() if n and c in FAILURE_CLASSES}
+        lat, thr = s.latency_ms, s.throughput
+        fails = {c: n for c, n in s.requests.by_class.items() if n and c in FAILURE_CLASSES}
         out.append(
             {
                 "target": t,
                 "users": 0,
                 "in_flight": 0,
-                "requests": req.get("sent", 0),
-                "req_s": thr.get("req_s"),
-                "output_tok_s": thr.get("output_tok_s"),
-                "ttft_p50_ms": lat.get("ttft", {}).get("p50"),
-                "ttft_p99_ms": lat.get("ttft", {}).get("p99"),
-                "itl_p50_ms": lat.get("itl", {}).get("p50"),
-                "itl_p99_ms": lat.get("itl", {}).get("p99"),
-                "tpot_p50_ms": lat.get("tpot", {}).get("p50"),
+                "requests": s.requests.sent,
+                "req_s": thr.req_s,
+                "output_tok_s": thr.output_tok_s,
+                "ttft_p50_ms": lat["ttft"].p50,
+                "ttft_p99_ms": lat["ttft"].p99,
+                "itl_p50_ms": lat["itl"].p50,
+                "itl_p99_ms": lat["itl"].p99,
+                "tpot_p50_ms": lat["tpot"].p50,
                 "failures": sum(fails.values()),
                 "failures_by_class": dict(sorted(fails.items())),
-                "loop_lag_p99_ms": lag.get("p99"),
+                "loop_lag_p99_ms": summary.run.client.loop_lag_ms.p99,
             }
         )
     return out

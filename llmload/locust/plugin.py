@@ -40,6 +40,7 @@ from llmload.locust.telemetry_hook import (
 from llmload.locust.users import make_user_class
 from llmload.locust.waits import watch_master, watch_workers
 from llmload.rebuild import RUN_INFO, run_info
+from llmload.results_model import Summary
 from llmload.scenario import validate_data
 from llmload.sinks.terminal import render_table
 from llmload.yamlsrc import InputError
@@ -279,7 +280,7 @@ def finish_run(environment: Any, **_: Any) -> None:
         c.event("stop", "run finished")
         sink, preflight = st.sink, st.preflight
 
-        def publish(summary: dict[str, Any]) -> dict[str, Any] | None:
+        def publish(summary: Summary) -> dict[str, Any] | None:
             if sink is None:
                 return None
             write_summary_points(sink, summary, target_tags(c.sc))  # the same figures as summary.json
@@ -299,7 +300,7 @@ def finish_run(environment: Any, **_: Any) -> None:
         c.results.close()
         print("\n" + render_table(summary), flush=True)
         print(f"results: {c.results.dir}", flush=True)
-        print(f"verdict: {summary['run']['verdict']}", flush=True)
+        print(f"verdict: {summary.run.verdict}", flush=True)
         environment.process_exit_code = code
     finally:
         _stop_prepared(st)

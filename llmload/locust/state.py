@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from llmload.locust.conductor import Conductor
     from llmload.locust.controller import LLMRun
     from llmload.locust.signals import RunSignals
+    from llmload.results_model import Summary
     from llmload.sinks.influx_preflight import Preflight
     from llmload.targets import Prepared
 
@@ -32,7 +33,7 @@ class ProcessState:
     preflight: Preflight | None = None  # what the InfluxDB check found at start (summary run.influx)
     pending_step: dict[str, Any] | None = None  # a worker: a step message that came before the scenario
     exit_code: int | None = None
-    summary: dict[str, Any] | None = None
+    summary: Summary | None = None
     signals: RunSignals | None = None
     # the web UI: the scenario the current run was built from, and the run the LLM tab shows
     web_loaded: tuple[str, str, tuple[str, ...]] | None = None

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmload.results_model import Summary, TargetBlock
+
 if TYPE_CHECKING:
     from llmload.sinks.influx_preflight import Preflight
 
@@ -72,36 +74,37 @@ def preflight_sink(sink: Any, conductor: Any) -> Preflight:
     return result
 
 
-SUMMARY_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("output_tok_s", ("throughput", "output_tok_s")),
-    ("req_s", ("throughput", "req_s")),
-    ("window_s", ("throughput", "window_s")),
-    ("requests_sent", ("requests", "sent")),
-    ("requests_ok", ("requests", "ok")),
-    ("requests_failed", ("requests", "failed")),
-    ("output_tokens", ("tokens", "output")),
-    ("ttft_p50_ms", ("latency_ms", "ttft", "p50")),
-    ("ttft_p99_ms", ("latency_ms", "ttft", "p99")),
-    ("itl_p50_ms", ("latency_ms", "itl", "p50")),
-    ("itl_p99_ms", ("latency_ms", "itl", "p99")),
-    ("tpot_p50_ms", ("latency_ms", "tpot", "p50")),
-    ("e2e_p99_ms", ("latency_ms", "e2e", "p99")),
-)
+
+def summary_fields(block: TargetBlock) -> dict[str, float]:
+    """The ``llm_summary`` fields of one target: summary.json's figures (the percentiles when measured)."""
+    lat = block.latency_ms
+    figures: dict[str, float | None] = {
+        "output_tok_s": block.throughput.output_tok_s,
+        "req_s": block.throughput.req_s,
+        "window_s": block.throughput.window_s,
+        "requests_sent": block.requests.sent,
+        "requests_ok": block.requests.ok,
+        "requests_failed": block.requests.failed,
+        "output_tokens": block.tokens.output,
+        "ttft_p50_ms": lat["ttft"].p50,
+        "ttft_p99_ms": lat["ttft"].p99,
+        "itl_p50_ms": lat["itl"].p50,
+        "itl_p99_ms": lat["itl"].p99,
+        "tpot_p50_ms": lat["tpot"].p50,
+        "e2e_p99_ms": lat["e2e"].p99,
+    }
+    # floats always: mixing int and float for one field is a type conflict in InfluxDB
+    return {k: float(v) for k, v in figures.items() if v is not None}
 
 
-def write_summary_points(sink: Any, summary: dict[str, Any], tags: dict[str, dict[str, str]]) -> None:
+def write_summary_points(sink: Any, summary: Summary, tags: dict[str, dict[str, str]]) -> None:
     """One ``llm_summary`` point per target: summary.json's figures, so InfluxDB shows the same."""
-    run_id = str(summary.get("run", {}).get("run_id", ""))
-    for name, block in summary.get("targets", {}).items():
-        fields: dict[str, float] = {}
-        for field, path in SUMMARY_FIELDS:
-            v: Any = block
-            for k in path:
-                v = v.get(k) if isinstance(v, dict) else None
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                fields[field] = float(v)  # floats always: mixing int and float is a type conflict
+    for name, block in summary.targets.items():
+        fields = summary_fields(block)
         if fields:
-            sink.point("llm_summary", {**tags.get(name, {"target": name}), "run_id": run_id}, fields)
+            sink.point(
+                "llm_summary", {**tags.get(name, {"target": name}), "run_id": summary.run.run_id}, fields
+            )
 
 
 def close_sink(sink: Any, timeout_s: float = 15.0) -> dict[str, Any] | None:

@@ -193,6 +193,6 @@ def _webui_finish(environment: Any) -> None:
             from llmload.locust.liveview import LiveView
 
             LiveView.of(c).finish(st.summary)  # the tab now shows the results just written
-            st.web_last_verdict = str(st.summary["run"].get("verdict") or st.summary["run"]["status"])
+            st.web_last_verdict = st.summary.run.verdict or st.summary.run.status
     finally:
         st.forget_run()

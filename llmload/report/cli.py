@@ -96,9 +96,9 @@ def _rebuild(results_dir: Path) -> None:
         raise BadResults(str(e)) from None
     path = results_dir / "summary.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(summary.dump(), indent=2, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
-    sent = sum(t["requests"]["sent"] for t in summary["targets"].values())
+    sent = sum(t.requests.sent for t in summary.targets.values())
     print(f"rebuilt {path} from requests.jsonl ({sent} requests): status incomplete")
 
 

@@ -13,6 +13,8 @@ from typing import Any, TextIO
 
 import orjson
 
+from llmload.results_model import Summary
+
 
 class ResultsWriter:
     def __init__(self, directory: Path) -> None:
@@ -46,8 +48,8 @@ class ResultsWriter:
             if f is not None:
                 f.flush()
 
-    def summary(self, data: dict[str, Any]) -> Path:
-        return self.write_json("summary.json", data)
+    def summary(self, data: Summary) -> Path:
+        return self.write_json("summary.json", data.dump())
 
     def write_json(self, name: str, data: dict[str, Any]) -> Path:
         """Write a whole JSON file atomically (a reader never sees half of it)."""

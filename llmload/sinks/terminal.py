@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
+from llmload.results_model import Summary
+
 
 def _f(v: Any, nd: int = 1) -> str:
     if v is None:
@@ -39,33 +41,33 @@ COLUMNS = [
 ]
 
 
-def summary_rows(summary: dict[str, Any]) -> list[list[str]]:
+def summary_rows(summary: Summary) -> list[list[str]]:
     rows = []
-    for name, t in summary["targets"].items():
-        lat = t["latency_ms"]
-        fails = {k: v for k, v in t["requests"]["by_class"].items() if k != "ok" and v}
-        failed = str(t["requests"]["failed"])
+    for name, t in summary.targets.items():
+        lat = t.latency_ms
+        fails = {k: v for k, v in t.requests.by_class.items() if k != "ok" and v}
+        failed = str(t.requests.failed)
         if fails:
             failed += " (" + ", ".join(f"{k} {v}" for k, v in sorted(fails.items())) + ")"
         rows.append(
             [
                 name,
-                str(t["requests"]["sent"]),
+                str(t.requests.sent),
                 failed,
-                _f(lat["ttft"]["p50"]),
-                _f(lat["ttft"]["p99"]),
-                _f(lat["itl"]["p50"], 2),
-                _f(lat["itl"]["p99"], 2),
-                _f(lat["tpot"]["p50"], 2),
-                _f(lat["e2e"]["p99"], 0),
-                _f(t["throughput"]["output_tok_s"], 0),
-                _f(t["throughput"]["req_s"], 2),
+                _f(lat["ttft"].p50),
+                _f(lat["ttft"].p99),
+                _f(lat["itl"].p50, 2),
+                _f(lat["itl"].p99, 2),
+                _f(lat["tpot"].p50, 2),
+                _f(lat["e2e"].p99, 0),
+                _f(t.throughput.output_tok_s, 0),
+                _f(t.throughput.req_s, 2),
             ]
         )
     return rows
 
 
-def render_table(summary: dict[str, Any]) -> str:
+def render_table(summary: Summary) -> str:
     head = [c if u is None else f"{c} ({u})" for c, u in COLUMNS]
     rows = summary_rows(summary)
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
@@ -75,19 +77,17 @@ def render_table(summary: dict[str, Any]) -> str:
     lines.append("  ".join("-" * w for w in widths))
     for r in rows:
         lines.append("  ".join(f"{c:{a}{w}}" for c, a, w in zip(r, fmt, widths, strict=True)))
-    run = summary["run"]
-    client = run.get("client", {})
-    lag = client.get("loop_lag_ms", {})
+    run = summary.run
     foot = (
-        f"run {run['run_id']}: status {run['status']}, {run['duration_s']:.1f} s, "
-        f"client loop lag p99 {_f(lag.get('p99'), 2)} ms, CPU max {_f(client.get('cpu_percent', {}).get('max'), 0)}%"
+        f"run {run.run_id}: status {run.status}, {run.duration_s:.1f} s, "
+        f"client loop lag p99 {_f(run.client.loop_lag_ms.p99, 2)} ms, CPU max {_f(run.client.cpu_percent.max, 0)}%"
     )
     lines.append(foot)
-    for reason in run.get("reasons", []):
+    for reason in run.reasons:
         lines.append(f"  ! {reason}")
     return "\n".join(lines)
 
 
-def print_table(summary: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def print_table(summary: Summary, out: TextIO = sys.stdout) -> None:
     out.write(render_table(summary) + "\n")
     out.flush()
