@@ -313,6 +313,12 @@ class LevelTarget(_Model):
 
 
 Figures = TargetBlock | LevelTarget  # what an SLO or a chart reads from, a run's or a level's
+NOT_MEASURED = Latency(count=0, mean=None, p50=None, p90=None, p95=None, p99=None, max=None)
+
+
+def latency(block: Figures, metric: str) -> Latency:
+    """One metric's latency block; an empty one (count 0) where it was not measured (open loop only)."""
+    return block.latency_ms.get(metric) or NOT_MEASURED
 
 
 class Level(_Model):

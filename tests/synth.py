@@ -1,4 +1,4 @@
-"""Write a synthetic results directory exactly per docs/results.md.
+"""Write a synthetic results directory exactly per docs/results.md (summary.json through results_model).
 
 For tests, benchmarks and documentation examples of the report layer: requests come from
 known latency distributions (log-normal around a given median), go through the real
@@ -12,13 +12,27 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 
-from llmload.records import FAILURE_CLASSES, STATUS_CLASSES, RequestRecord
+from llmload.records import FAILURE_CLASSES, RequestRecord
 from llmload.report.results import SCHEMA
 from llmload.report.stats import summarise
+from llmload.results_model import (
+    HistogramSnapshot,
+    Latency,
+    Level,
+    LevelRequests,
+    LevelTarget,
+    Requests,
+    RunBlock,
+    Status,
+    Summary,
+    TargetBlock,
+    Throughput,
+    Tokens,
+)
 
 T0 = 1_764_676_800.0  # 2025-12-02T12:00:00Z, a fixed epoch so generated runs are reproducible
 
@@ -107,12 +121,12 @@ def _records(
     return out
 
 
-def _target_block(
-    t: SynthTarget, recs: list[RequestRecord], window: tuple[float, float], with_histograms: bool
-) -> dict[str, Any]:
-    by_class = dict.fromkeys(STATUS_CLASSES, 0)
+def _figures(
+    recs: list[RequestRecord], window: tuple[float, float]
+) -> tuple[LevelRequests, Tokens, dict[str, Latency], Throughput, dict[str, list[float]]]:
+    by_class: dict[Status, int] = dict.fromkeys(get_args(Status), 0)
     for r in recs:
-        by_class[r.status] += 1
+        by_class[r.status] += 1  # type: ignore[index]  # a RequestRecord's status is a Status
     ok = [r for r in recs if r.ok]
     gaps = [g for r in ok for g in r.itl_s]
     series = {
@@ -124,42 +138,58 @@ def _target_block(
     }
     window_s = window[1] - window[0]
     out_tok = sum(r.output_tokens for r in recs)
-    block: dict[str, Any] = {
-        "kind": t.kind,
-        "model": "synthetic-model",
-        "base_url": "http://127.0.0.1:9",
-        "labels": {**t.labels, "gpus": str(t.gpus)},
-        "cost_per_hour": t.cost_per_hour,
-        "requests": {
-            "sent": len(recs),
-            "ok": len(ok),
-            "failed": len(recs) - len(ok),
-            "by_class": by_class,
-            "in_window": len(recs),
-        },
-        "tokens": {
-            "prompt": sum(r.prompt_tokens or 0 for r in recs),
-            "output": out_tok,
-            "output_approx": False,
-        },
-        "latency_ms": {m: summarise(round(v * 1000.0, 3) for v in vals) for m, vals in series.items()},
-        "throughput": {
-            "output_tok_s": round(out_tok / window_s, 3),
-            "req_s": round(len(recs) / window_s, 3),
-            "window_s": round(window_s, 3),
-        },
+    requests = LevelRequests(sent=len(recs), ok=len(ok), failed=len(recs) - len(ok), by_class=by_class)
+    tokens = Tokens(
+        prompt=sum(r.prompt_tokens or 0 for r in recs),
+        prompt_client=sum(r.prompt_tokens_client for r in recs),
+        output=out_tok,
+        output_approx=False,
+    )
+    lat = {
+        m: Latency.model_validate(summarise(round(v * 1000.0, 3) for v in vals)) for m, vals in series.items()
     }
+    throughput = Throughput(
+        output_tok_s=round(out_tok / window_s, 3),
+        req_s=round(len(recs) / window_s, 3),
+        window_s=round(window_s, 3),
+        window_tokens=out_tok,
+        window_requests=float(len(recs)),  # as req_s counts them here
+        levels=1,
+    )
+    return requests, tokens, lat, throughput, series
+
+
+def _target_block(
+    t: SynthTarget, recs: list[RequestRecord], window: tuple[float, float], with_histograms: bool
+) -> TargetBlock:
+    req, tokens, lat, throughput, series = _figures(recs, window)
+    block = TargetBlock(
+        kind=t.kind,
+        model="synthetic-model",
+        base_url="http://127.0.0.1:9",
+        labels={**t.labels, "gpus": str(t.gpus)},
+        cost_per_hour=t.cost_per_hour,
+        requests=Requests(
+            **req.model_dump(), in_window=len(recs), warmup=0, dropped=0, delayed=0, backoffs=0, backoff_s=0.0
+        ),
+        tokens=tokens,
+        latency_ms=lat,
+        throughput=throughput,
+    )
     if with_histograms:
-        hists: dict[str, Any] = {}
         for m, vals in series.items():
             counts: dict[int, int] = {}
             for v in vals:
                 us = int(v * 1e6 + 0.5)
                 counts[us] = counts.get(us, 0) + 1
             keys = sorted(counts)
-            hists[m] = {"unit": "us", "keys": keys, "counts": [counts[k] for k in keys]}
-        block["histograms"] = hists
+            block.histograms[m] = HistogramSnapshot(unit="us", keys=keys, counts=[counts[k] for k in keys])
     return block
+
+
+def _level_block(recs: list[RequestRecord], window: tuple[float, float]) -> LevelTarget:
+    req, tokens, lat, throughput, _ = _figures(recs, window)
+    return LevelTarget(requests=req, tokens=tokens, latency_ms=lat, throughput=throughput)
 
 
 def _timeseries(
@@ -309,9 +339,8 @@ def write_results_dir(
             start = max(r.start_time + (r.e2e_s or 0) for r in chunk) + 0.01
     all_recs = [r for rs in recs.values() for r in rs]
     window = (T0, max(r.start_time + (r.e2e_s or 0) for r in all_recs))
-    summary: dict[str, Any] = {
-        "schema": SCHEMA,
-        "run": {
+    run = RunBlock.model_validate(
+        {
             "run_id": run_id or f"synthetic-{seed}",
             "scenario_name": "synthetic",
             "scenario_file": "scenarios/synthetic.yaml",
@@ -332,20 +361,26 @@ def write_results_dir(
                 "unreliable": unreliable,
             },
             "slo": slo,
-        },
-        "targets": {t.name: _target_block(t, recs[t.name], _span(recs[t.name]), histograms) for t in targets},
-    }
+        }
+    )
+    summary = Summary(
+        schema=SCHEMA,
+        run=run,
+        targets={t.name: _target_block(t, recs[t.name], _span(recs[t.name]), histograms) for t in targets},
+    )
     if levels:
-        summary["levels"] = []
-        for li, lv in enumerate(levels):
-            blocks = {}
-            for t in targets:
-                chunk = per_level[t.name][li]
-                blocks[t.name] = _target_block(t, chunk, _span(chunk), with_histograms=False)
-            summary["levels"].append(
-                {"phase": "sweep", "level": lv.level, "value": lv.value, "targets": blocks}
+        summary.levels = [
+            Level(
+                phase="sweep",
+                level=lv.level,
+                value=lv.value,
+                targets={
+                    t.name: _level_block(per_level[t.name][li], _span(per_level[t.name][li])) for t in targets
+                },
             )
-    (path / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+            for li, lv in enumerate(levels)
+        ]
+    (path / "summary.json").write_bytes(orjson.dumps(summary.dump(), option=orjson.OPT_INDENT_2))
     _dump_jsonl(path / "requests.jsonl", [r.to_json() for r in sorted(all_recs, key=lambda r: r.start_time)])
     ts = _timeseries(targets, recs, window, interval_s, unreliable)
     _dump_jsonl(path / "timeseries.jsonl", ts)

@@ -17,6 +17,7 @@ from llmload.report.slo import (
     measured_value,
     request_meets,
 )
+from llmload.results_model import Summary
 from llmload.slo_spec import SloSpec
 from tests.synth import SynthLevel, SynthTarget, write_results_dir
 
@@ -53,7 +54,7 @@ def test_evaluate_slos_passes_a_run_built_to_pass_and_fails_one_built_to_fail(tm
         error_rate=0.05,
         min_output_tok_s=1.0,
     )
-    results = evaluate_slos(summary, spec)
+    results = evaluate_slos(Summary.model_validate(summary), spec)
     assert len(results) == 2 * 6
     by = {(r.target, r.slo): r for r in results}
     for key in spec.active():
@@ -65,10 +66,15 @@ def test_evaluate_slos_passes_a_run_built_to_pass_and_fails_one_built_to_fail(tm
     assert "missed" in by[("slow", "ttft_p99_ms")].describe()
 
 
-def test_unmeasurable_figure_fails_its_slo() -> None:
-    block = {"requests": {"sent": 5, "ok": 0, "failed": 5}, "latency_ms": {"ttft": {"count": 0, "p99": None}}}
+def test_unmeasurable_figure_fails_its_slo(tmp_path: Path) -> None:
+    d = write_results_dir(
+        tmp_path / "run", [SynthTarget("t", failures={"timeout": 5})], requests_per_target=5
+    )
+    summary = load_run(d).summary
+    block = summary.targets["t"]
+    assert block.requests.ok == 0 and block.latency_ms["ttft"].count == 0
     assert measured_value(block, "ttft_p99_ms") is None
-    [r] = evaluate_slos({"targets": {"t": block}}, SloSpec(ttft_p99_ms=100))
+    [r] = evaluate_slos(summary, SloSpec(ttft_p99_ms=100))
     assert not r.passed and "not measured" in r.describe()
 
 
@@ -111,7 +117,7 @@ def test_best_level_is_the_highest_sweep_level_that_meets_every_slo(tmp_path: Pa
         for t in ("steady", "weak")
     }
     threshold = (p99[("c=16", "steady")] + p99[("c=64", "steady")]) / 2
-    verdicts = best_levels(summary, SloSpec(ttft_p99_ms=threshold))
+    verdicts = best_levels(Summary.model_validate(summary), SloSpec(ttft_p99_ms=threshold))
     expected = {
         t: max((lv.value for lv in levels if p99[(lv.level, t)] <= threshold), default=None)
         for t in ("steady", "weak")

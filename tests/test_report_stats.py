@@ -12,6 +12,7 @@ from llmload.metrics import Histogram, nearest_rank
 from llmload.report.efficiency import efficiency
 from llmload.report.results import load_run
 from llmload.report.stats import ecdf, histogram_cdf, histogram_percentile
+from llmload.results_model import HistogramSnapshot
 from tests.synth import SynthTarget, write_results_dir
 
 
@@ -26,7 +27,7 @@ def test_percentiles_match_the_exact_histogram(n: int) -> None:
     vals = _samples(n)
     for v in vals:
         h.record(v)
-    snap = h.to_dict()
+    snap = HistogramSnapshot.model_validate(h.to_dict())
     us = sorted(int(v * 1e6 + 0.5) for v in vals)
     for p in (0.1, 50, 90, 99, 99.9, 100):
         expected = h.percentile_us(p)
@@ -46,7 +47,7 @@ def test_cdfs_are_exact_at_every_point_they_keep(n: int) -> None:
     for v in vals:
         h.record(v / 1000.0)
     us = sorted(int(v * 1000 + 0.5) for v in vals)
-    hx, hy = histogram_cdf(h.to_dict())
+    hx, hy = histogram_cdf(HistogramSnapshot.model_validate(h.to_dict()))
     assert hy[-1] == 1.0 and hx == sorted(hx) and len(hx) <= 502
     for x, y in zip(hx, hy, strict=True):  # the fraction at or below each kept x is exact
         assert y == pytest.approx(bisect.bisect_right(us, round(x * 1000)) / n)
@@ -64,16 +65,16 @@ def test_efficiency_figures_follow_their_definitions(tmp_path: Path) -> None:
     )
     run = load_run(d)
     # drop the gpus label of one target: the GPU count must then come from telemetry
-    run.targets["nolabel"]["labels"].pop("gpus")
+    run.targets["nolabel"].labels.pop("gpus")
     eff = {e.target: e for e in efficiency(run)}
-    tps = run.targets["two"]["throughput"]["output_tok_s"]
+    tps = run.targets["two"].throughput.output_tok_s
     assert eff["two"].gpus == 2 and eff["two"].gpus_source == "labels"
     assert eff["two"].tok_s_per_gpu == pytest.approx(tps / 2)
     assert eff["two"].tokens_per_dollar == pytest.approx(tps * 3600 / 6.0)
     assert eff["nolabel"].gpus == 1 and eff["nolabel"].gpus_source == "telemetry"
     assert eff["nolabel"].tokens_per_dollar is None
     # tokens per joule from the cumulative energy counters inside the window, computed here independently
-    start, end = run.run["measure_start"], run.run["measure_end"]
+    start, end = run.run.measure_start, run.run.measure_end
     energy = [
         s
         for s in run.telemetry
@@ -95,7 +96,7 @@ def test_energy_falls_back_to_integrated_power(tmp_path: Path) -> None:
     d = write_results_dir(tmp_path / "run", [SynthTarget("one")], requests_per_target=60, telemetry=True)
     run = load_run(d)
     run.telemetry = [s for s in run.telemetry if s["metric"] != "energy_joules"]
-    start, end = run.run["measure_start"], run.run["measure_end"]
+    start, end = run.run.measure_start, run.run.measure_end
     power = sorted(
         (s["t"], s["value"]) for s in run.telemetry if s["metric"] == "power_watts" and start <= s["t"] <= end
     )

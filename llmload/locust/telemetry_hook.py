@@ -74,7 +74,6 @@ def preflight_sink(sink: Any, conductor: Any) -> Preflight:
     return result
 
 
-
 def summary_fields(block: TargetBlock) -> dict[str, float]:
     """The ``llm_summary`` fields of one target: summary.json's figures (the percentiles when measured)."""
     lat = block.latency_ms

@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 from llmload.report.engine import rate_series
 from llmload.report.results import RunData
 from llmload.report.stats import ecdf, histogram_cdf
+from llmload.results_model import latency
 
 PALETTE = qualitative.Plotly
 
@@ -63,8 +64,8 @@ def latency_cdf(run: RunData, metric: str, label: str) -> Chart | None:
     for target, block in run.targets.items():
         xs: list[float] = []
         ys: list[float] = []
-        snap = (block.get("histograms") or {}).get(metric)
-        if metric == "itl" and snap and snap.get("keys"):
+        snap = block.histograms.get(metric)
+        if metric == "itl" and snap and snap.keys:
             xs, ys = histogram_cdf(snap)
             source = "histograms (every gap between chunks)"
         else:
@@ -75,7 +76,7 @@ def latency_cdf(run: RunData, metric: str, label: str) -> Chart | None:
                 source = source or (
                     "per-request mean gap (itl_mean_ms)" if metric == "itl" else "requests.jsonl"
                 )
-            elif snap and snap.get("keys"):
+            elif snap and snap.keys:
                 xs, ys = histogram_cdf(snap)
                 source = source or "histograms"
         if xs:
@@ -129,13 +130,14 @@ def sweep(run: RunData) -> Chart | None:
             ys: list[float] = []
             labels: list[str] = []
             for lv in run.levels:
-                block = (lv.get("targets") or {}).get(target) or {}
-                x = (block.get("throughput") or {}).get("output_tok_s")
-                y = ((block.get("latency_ms") or {}).get(metric) or {}).get("p99")
-                if x is not None and y is not None:
-                    xs.append(float(x))
-                    ys.append(float(y))
-                    labels.append(str(lv.get("level", "")))
+                block = lv.targets.get(target)
+                if block is None:
+                    continue
+                x, y = block.throughput.output_tok_s, latency(block, metric).p99
+                if y is not None:
+                    xs.append(x)
+                    ys.append(y)
+                    labels.append(lv.level)
             if xs:
                 fig.add_trace(
                     go.Scatter(

@@ -13,9 +13,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from llmload.report.results import RunData
+from llmload.results_model import TargetBlock
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class Efficiency:
     tokens_per_joule: float | None
 
 
-def _gpus(block: dict[str, Any], run: RunData, target: str) -> tuple[int | None, str]:
-    raw = (block.get("labels") or {}).get("gpus")
+def _gpus(block: TargetBlock, run: RunData, target: str) -> tuple[int | None, str]:
+    raw = block.labels.get("gpus")
     try:
         n = int(str(raw)) if raw is not None else None
     except ValueError:
@@ -90,11 +90,9 @@ def _energy(run: RunData, target: str) -> tuple[float | None, float | None, floa
 def efficiency(run: RunData) -> list[Efficiency]:
     out: list[Efficiency] = []
     for target, block in run.targets.items():
-        tps = (block.get("throughput") or {}).get("output_tok_s")
-        tps = float(tps) if isinstance(tps, (int, float)) else None
+        tps = block.throughput.output_tok_s
         gpus, src = _gpus(block, run, target)
-        cost = block.get("cost_per_hour")
-        cost = float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
+        cost = block.cost_per_hour if block.cost_per_hour else None  # 0 or unset: no cost figures
         joules, a, b, energy_source = _energy(run, target)
         tpj = None
         if joules and a is not None and b is not None:

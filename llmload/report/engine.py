@@ -112,19 +112,19 @@ def agreement_rows(run: RunData) -> list[list[str]]:
     """One row per compared figure and target (targets whose /metrics was scraped)."""
     rows = []
     for target, block in run.targets.items():
-        agreement = block.get("server_agreement") or {}
-        for r in agreement.get("rows") or []:
-            diff = r.get("diff_pct")
-            unit = "" if r.get("unit") in ("requests", "tokens") else f" {r.get('unit')}"
-            verdict = r.get("verdict", "n/a")
-            if r.get("basis") and "approx" in str(r["basis"]):
+        agreement = block.server_agreement
+        for r in agreement.rows if agreement is not None else []:
+            diff = r.diff_pct
+            unit = "" if r.unit in ("requests", "tokens") else f" {r.unit}"
+            verdict: str = r.verdict
+            if r.basis and "approx" in r.basis:
                 verdict += " (approx)"
             rows.append(
                 [
                     target,
-                    str(r.get("figure")),
-                    fmt(r.get("client")) + unit,
-                    fmt(r.get("server")) + unit,
+                    r.figure,
+                    fmt(r.client) + unit,
+                    fmt(r.server) + unit,
                     "-" if diff is None else f"{diff:+.2f} %",
                     verdict,
                 ]

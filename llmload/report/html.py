@@ -51,20 +51,20 @@ def _pass(ok: bool) -> str:
 def _header(rep: Report) -> str:
     run = rep.run.run
     status = rep.run.status
-    versions = ", ".join(f"{k} {v}" for k, v in (run.get("versions") or {}).items())
+    versions = ", ".join(f"{k} {v}" for k, v in run.versions.items())
     meta = [
-        ("scenario", f"{run.get('scenario_name', '-')} ({run.get('scenario_file', '-')})"),
-        ("started", run.get("started_at", "-")),
-        ("ended", run.get("ended_at", "-")),
-        ("duration", f"{fmt(run.get('duration_s'))} s"),
-        ("mode", f"{run.get('mode', '-')}, {len(run.get('workers') or [])} worker(s)"),
+        ("scenario", f"{run.scenario_name} ({run.scenario_file})"),
+        ("started", run.started_at),
+        ("ended", run.ended_at),
+        ("duration", f"{fmt(run.duration_s)} s"),
+        ("mode", f"{run.mode}, {len(run.workers)} worker(s)"),
         ("versions", versions or "-"),
     ]
     parts = [
         f'<h1>llmload report: {_e(rep.run.run_id)}<span class="badge {_e(status)}" id="run-status">{_e(status)}</span></h1>',
         '<div class="meta">' + "".join(f"<div>{_e(k)}: <b>{_e(v)}</b></div>" for k, v in meta) + "</div>",
     ]
-    reasons = run.get("reasons") or []
+    reasons = run.reasons
     if status != "ok" or reasons:
         cls = "banner bad" if status == "invalid" else "banner"
         head = (
@@ -74,15 +74,15 @@ def _header(rep: Report) -> str:
         )
         items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
         parts.append(f'<div class="{cls}" id="status-banner"><b>{_e(head)}</b><ul>{items}</ul></div>')
-    client = run.get("client") or {}
-    if client.get("unreliable"):
-        lag = (client.get("loop_lag_ms") or {}).get("p99")
-        cpu = (client.get("cpu_percent") or {}).get("max")
+    client = run.client
+    if client.unreliable:
+        lag = client.loop_lag_ms.p99
+        cpu = client.cpu_percent.max
         parts.append(
             '<div class="banner bad" id="client-banner"><b>The load generator was unreliable</b>: '
             f"event-loop lag p99 {_e(fmt(lag))} ms, CPU max {_e(fmt(cpu))}%. Latencies include client-side "
             "delay; add workers or lower the load and rerun before comparing engines."
-            + "".join(f"<br>{_e(r)}" for r in client.get("unreliable_reasons") or [])
+            + "".join(f"<br>{_e(r)}" for r in client.unreliable_reasons)
             + "</div>"
         )
     return "\n".join(parts)
@@ -112,8 +112,8 @@ def _summary(rep: Report) -> str:
 def _targets(rep: Report) -> list[list[str]]:
     out = []
     for name, block in rep.run.targets.items():
-        labels = ", ".join(f"{k}={v}" for k, v in (block.get("labels") or {}).items())
-        out.append([_e(name), _e(block.get("kind", "-")), _e(block.get("model", "-")), _e(labels or "-")])
+        labels = ", ".join(f"{k}={v}" for k, v in block.labels.items())
+        out.append([_e(name), _e(block.kind), _e(block.model), _e(labels or "-")])
     return out
 
 
@@ -205,14 +205,13 @@ def _efficiency(rep: Report) -> str:
 
 
 def _client(rep: Report) -> str:
-    client = rep.run.run.get("client") or {}
-    lag = client.get("loop_lag_ms") or {}
-    cpu = client.get("cpu_percent") or {}
+    client = rep.run.run.client
+    lag, cpu = client.loop_lag_ms, client.cpu_percent
     return (
         '<p class="note">'
-        f"event-loop lag p50 {_e(fmt(lag.get('p50')))} ms, p99 {_e(fmt(lag.get('p99')))} ms, max {_e(fmt(lag.get('max')))} ms; "
-        f"client CPU mean {_e(fmt(cpu.get('mean')))}%, max {_e(fmt(cpu.get('max')))}%; "
-        f"unreliable: {_e(bool(client.get('unreliable')))}</p>"
+        f"event-loop lag p50 {_e(fmt(lag.p50))} ms, p99 {_e(fmt(lag.p99))} ms, max {_e(fmt(lag.max))} ms; "
+        f"client CPU mean {_e(fmt(cpu.mean))}%, max {_e(fmt(cpu.max))}%; "
+        f"unreliable: {_e(client.unreliable)}</p>"
     )
 
 

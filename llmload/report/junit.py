@@ -31,17 +31,22 @@ def render_junit_report(rep: Report) -> str:
         root,
         "testsuite",
         name=f"llmload.{rid}",
-        timestamp=str(run.get("started_at", "")),
-        time=str(run.get("duration_s", 0) or 0),
+        timestamp=run.started_at,
+        time=str(run.duration_s or 0),
     )
     props = ET.SubElement(suite, "properties")
-    for k in ("scenario_name", "scenario_file", "status", "mode"):
-        if run.get(k) is not None:
-            ET.SubElement(props, "property", name=k, value=str(run[k]))
+    for k, v in (
+        ("scenario_name", run.scenario_name),
+        ("scenario_file", run.scenario_file),
+        ("status", run.status),
+        ("mode", run.mode),
+    ):
+        if v is not None:
+            ET.SubElement(props, "property", name=k, value=v)
     failures = 0
     tests = 0
-    reasons = "\n".join(run.get("reasons") or [])
-    invalid = f"run status is invalid: {'; '.join(run.get('reasons') or []) or 'no reason given'}"
+    reasons = "\n".join(run.reasons)
+    invalid = f"run status is invalid: {'; '.join(run.reasons) or 'no reason given'}"
     failures += _case(
         suite,
         f"llmload.{rid}",
@@ -51,7 +56,7 @@ def render_junit_report(rep: Report) -> str:
         reasons,
     )
     tests += 1
-    stop = run.get("stop_reason")
+    stop = run.stop_reason
     interrupted = f"run interrupted by {stop}: figures cover the run up to the stop" if stop else ""
     failures += _case(
         suite,

@@ -30,22 +30,22 @@ def render_markdown_report(rep: Report) -> str:
     status = rep.run.status
     lines = [f"## llmload: {_cell(rep.run.run_id)}", ""]
     lines.append(
-        f"Scenario `{run.get('scenario_name', '-')}`, duration {fmt(run.get('duration_s'))} s, "
+        f"Scenario `{run.scenario_name}`, duration {fmt(run.duration_s)} s, "
         f"status **{status}**"
         + ("" if rep.slo_passed is None else f", SLOs **{'met' if rep.slo_passed else 'missed'}**")
         + "."
     )
-    for reason in run.get("reasons") or []:
+    for reason in run.reasons:
         lines.append(f"- {reason}")
-    client = run.get("client") or {}
-    if client.get("unreliable"):
-        lag = (client.get("loop_lag_ms") or {}).get("p99")
+    client = run.client
+    if client.unreliable:
+        lag = client.loop_lag_ms.p99
         lines.append("")
         lines.append(
             f"> **Warning:** the load generator was unreliable (event-loop lag p99 {fmt(lag)} ms); "
             "latencies include client-side delay."
         )
-        lines += [f"> - {r}" for r in client.get("unreliable_reasons") or []]
+        lines += [f"> - {r}" for r in client.unreliable_reasons]
     lines += ["", "### Summary", ""]
     rows = [[r[k] for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
     lines += _table([h for _, h in SUMMARY_COLUMNS], rows)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -22,6 +21,7 @@ from llmload.report.slo import (
     goodput_by_target,
     slo_from_summary,
 )
+from llmload.results_model import latency
 from llmload.slo_spec import SloSpec
 
 # (key, header) of the per-target summary table, in order
@@ -70,9 +70,8 @@ class Report:
 
     def target_health(self, target: str) -> str | None:
         """Why a target failed as a whole (no successful request, error rate over the SLO), or None."""
-        req = (self.run.targets.get(target) or {}).get("requests") or {}
-        sent = int(req.get("sent") or 0)
-        ok = int(req.get("ok") or 0)
+        block = self.run.targets.get(target)
+        sent, ok = (block.requests.sent, block.requests.ok) if block is not None else (0, 0)
         if ok == 0:
             return f"no successful request ({sent} sent)"
         if self.slo is not None and self.slo.error_rate is not None and sent:
@@ -95,28 +94,22 @@ class Report:
     def summary_rows(self) -> list[dict[str, str]]:
         rows = []
         for target, block in self.run.targets.items():
-            req = block.get("requests") or {}
-            lat = block.get("latency_ms") or {}
-            tp = block.get("throughput") or {}
-            by_class = {k: v for k, v in (req.get("by_class") or {}).items() if k != "ok" and v}
-
-            def p(metric: str, q: str, lat: dict[str, Any] = lat) -> str:
-                return fmt((lat.get(metric) or {}).get(q))
-
+            req, tp = block.requests, block.throughput
+            by_class = {k: v for k, v in req.by_class.items() if k != "ok" and v}
             rows.append(
                 {
                     "target": target,
-                    "requests": str(req.get("sent", "-")),
-                    "ok": str(req.get("ok", "-")),
+                    "requests": str(req.sent),
+                    "ok": str(req.ok),
                     "failures": ", ".join(f"{k} {v}" for k, v in sorted(by_class.items())) or "0",
-                    "ttft_p50": p("ttft", "p50"),
-                    "ttft_p99": p("ttft", "p99"),
-                    "itl_p50": p("itl", "p50"),
-                    "itl_p99": p("itl", "p99"),
-                    "tpot_p50": p("tpot", "p50"),
-                    "e2e_p99": p("e2e", "p99"),
-                    "output_tok_s": fmt(tp.get("output_tok_s")),
-                    "req_s": fmt(tp.get("req_s")),
+                    "ttft_p50": fmt(latency(block, "ttft").p50),
+                    "ttft_p99": fmt(latency(block, "ttft").p99),
+                    "itl_p50": fmt(latency(block, "itl").p50),
+                    "itl_p99": fmt(latency(block, "itl").p99),
+                    "tpot_p50": fmt(latency(block, "tpot").p50),
+                    "e2e_p99": fmt(latency(block, "e2e").p99),
+                    "output_tok_s": fmt(tp.output_tok_s),
+                    "req_s": fmt(tp.req_s),
                     "goodput": fmt(self.goodput.get(target)),
                 }
             )

@@ -1,8 +1,9 @@
 """Read a results directory (schema ``llmload.summary/1``, see docs/results.md) for the reports.
 
-Everything the report layer knows about a run comes through :func:`load_run`. Bad input
-(a missing directory or summary.json, a line that is not JSON) raises :class:`BadResults`
-with one line that names the file and, where it helps, the line number.
+Everything the report layer knows about a run comes through :func:`load_run`: summary.json as a
+:class:`~llmload.results_model.Summary`, the JSONL files as rows. Bad input (a missing directory
+or summary.json, a line that is not JSON, a field that does not fit the model) raises
+:class:`BadResults` with one line that names the file and the line number or the field path.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
-SCHEMA = "llmload.summary/1"
+from llmload.results_model import SUMMARY_SCHEMA, Level, RunBlock, Summary, TargetBlock
+
+SCHEMA = SUMMARY_SCHEMA
 
 
 class BadResults(Exception):
@@ -25,35 +29,35 @@ class RunData:
     """One results directory, loaded."""
 
     path: Path
-    summary: dict[str, Any]
+    summary: Summary
     requests: list[dict[str, Any]] = field(default_factory=list)
     timeseries: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def run(self) -> dict[str, Any]:
-        return self.summary.get("run") or {}
+    def run(self) -> RunBlock:
+        return self.summary.run
 
     @property
-    def targets(self) -> dict[str, dict[str, Any]]:
-        return self.summary.get("targets") or {}
+    def targets(self) -> dict[str, TargetBlock]:
+        return self.summary.targets
 
     @property
     def run_id(self) -> str:
-        return str(self.run.get("run_id") or self.path.name)
+        return self.run.run_id
 
     @property
     def status(self) -> str:
-        return str(self.run.get("status") or "ok")
+        return self.run.status
 
     @property
-    def levels(self) -> list[dict[str, Any]]:
-        return self.summary.get("levels") or []
+    def levels(self) -> list[Level]:
+        return self.summary.levels
 
     @property
     def window(self) -> tuple[float | None, float | None]:
-        return _num(self.run.get("measure_start")), _num(self.run.get("measure_end"))
+        return self.run.measure_start, self.run.measure_end
 
     def in_window(self, rec: dict[str, Any]) -> bool:
         """True when a request (or timeseries line, by ``t``) falls inside the measurement window."""
@@ -76,22 +80,17 @@ class RunData:
 
     def output_tok_s(self, target: str) -> float | None:
         """The run's own throughput figure (llmload/throughput.py), as summary.json holds it."""
-        tp = (self.targets.get(target) or {}).get("throughput") or {}
-        return _num(tp.get("output_tok_s"))
+        block = self.targets.get(target)
+        return None if block is None else block.throughput.output_tok_s
 
     def window_s(self, target: str) -> float | None:
-        tp = (self.targets.get(target) or {}).get("throughput") or {}
-        w = _num(tp.get("window_s"))
-        if w:
-            return w
+        block = self.targets.get(target)
+        if block is not None and block.throughput.window_s:
+            return block.throughput.window_s
         start, end = self.window
         if start is not None and end is not None and end > start:
             return end - start
         return None
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -114,7 +113,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def load_summary(results_dir: Path) -> dict[str, Any]:
+def load_summary(results_dir: Path) -> Summary:
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise BadResults(f"{results_dir}: no such results directory")
@@ -132,18 +131,13 @@ def load_summary(results_dir: Path) -> dict[str, Any]:
         raise BadResults(f"{path}: field 'schema' is {schema!r}, expected {SCHEMA!r}")
     if schema != SCHEMA:
         raise BadResults(f"{path}: schema {schema!r} is not supported by this version (expected {SCHEMA!r})")
-    targets = summary.get("targets")
-    if not isinstance(targets, dict):
-        raise BadResults(f"{path}: field 'targets' is missing or not an object")
-    for name, block in targets.items():
-        if not isinstance(block, dict):
-            raise BadResults(f"{path}: field 'targets.{name}' is not an object")
-    if not isinstance(summary.get("run", {}), dict):
-        raise BadResults(f"{path}: field 'run' is not an object")
-    levels = summary.get("levels", [])
-    if levels is not None and not isinstance(levels, list):
-        raise BadResults(f"{path}: field 'levels' is not a list")
-    return summary
+    try:
+        return Summary.model_validate(summary)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise BadResults(f"{path}: field '{where}': {err['msg']}{more}") from None
 
 
 def load_run(results_dir: Path | str, *, with_requests: bool = True) -> RunData:

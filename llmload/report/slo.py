@@ -24,21 +24,29 @@ break the TPOT or ITL bound. With no per-request SLO set there is no goodput.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from llmload.report.results import RunData
+from llmload.results_model import Figures, Summary, latency
 from llmload.slo_spec import PER_REQUEST, SloSpec
 
-# key -> (how it is read from a target block, unit, True when the measured value must be <= threshold)
-SLO_KEYS: dict[str, tuple[str, str, bool]] = {
-    "ttft_p99_ms": ("latency_ms.ttft.p99", "ms", True),
-    "itl_p99_ms": ("latency_ms.itl.p99", "ms", True),
-    "tpot_p50_ms": ("latency_ms.tpot.p50", "ms", True),
-    "e2e_p99_ms": ("latency_ms.e2e.p99", "ms", True),
-    "error_rate": ("requests.failed/requests.sent", "", True),
-    "min_output_tok_s": ("throughput.output_tok_s", "tok/s", False),
+
+def _error_rate(block: Figures) -> float | None:
+    sent = block.requests.sent
+    return block.requests.failed / sent if sent else None
+
+
+# key -> (how it is read from a target block (the table above), unit, True when the measured value
+# must be <= threshold)
+SLO_KEYS: dict[str, tuple[Callable[[Figures], float | None], str, bool]] = {
+    "ttft_p99_ms": (lambda b: latency(b, "ttft").p99, "ms", True),
+    "itl_p99_ms": (lambda b: latency(b, "itl").p99, "ms", True),
+    "tpot_p50_ms": (lambda b: latency(b, "tpot").p50, "ms", True),
+    "e2e_p99_ms": (lambda b: latency(b, "e2e").p99, "ms", True),
+    "error_rate": (_error_rate, "", True),
+    "min_output_tok_s": (lambda b: b.throughput.output_tok_s, "tok/s", False),
 }
 
 
@@ -86,29 +94,12 @@ def fmt(v: float | None) -> str:
     return f"{v:.4f}".rstrip("0").rstrip(".")
 
 
-def measured_value(block: dict[str, Any], key: str) -> float | None:
-    """The figure an SLO key is checked against, read from a per-target block."""
-    if key == "error_rate":
-        req = block.get("requests") or {}
-        sent = req.get("sent")
-        if not sent:
-            return None
-        failed = req.get("failed")
-        if failed is None:
-            failed = sent - (req.get("ok") or 0)
-        return float(failed) / float(sent)
-    path = SLO_KEYS[key][0]
-    cur: Any = block
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    return float(cur) if isinstance(cur, (int, float)) and not isinstance(cur, bool) else None
+def measured_value(block: Figures, key: str) -> float | None:
+    """The figure an SLO key is checked against, read from a per-target block (run or level)."""
+    return SLO_KEYS[key][0](block)
 
 
-def evaluate_block(
-    target: str, block: dict[str, Any], slo: SloSpec, level: str | None = None
-) -> list[SloResult]:
+def evaluate_block(target: str, block: Figures, slo: SloSpec, level: str | None = None) -> list[SloResult]:
     out: list[SloResult] = []
     for key, threshold in slo.active().items():
         m = measured_value(block, key)
@@ -118,17 +109,17 @@ def evaluate_block(
     return out
 
 
-def evaluate_slos(summary: dict[str, Any], slo: SloSpec) -> list[SloResult]:
+def evaluate_slos(summary: Summary, slo: SloSpec) -> list[SloResult]:
     """Every set SLO for every target of a summary.json (run-level figures)."""
     out: list[SloResult] = []
-    for target, block in (summary.get("targets") or {}).items():
+    for target, block in summary.targets.items():
         out.extend(evaluate_block(target, block, slo))
     return out
 
 
-def slo_from_summary(summary: dict[str, Any]) -> SloSpec | None:
+def slo_from_summary(summary: Summary) -> SloSpec | None:
     """The run's SLOs (``run.slo``), or None when none are set. Raises pydantic's ValidationError."""
-    raw = (summary.get("run") or {}).get("slo")
+    raw = summary.run.slo
     if not raw:
         return None
     spec = SloSpec.model_validate(raw)
@@ -181,24 +172,23 @@ class LevelVerdict:
     failed_levels: tuple[str, ...]
 
 
-def best_levels(summary: dict[str, Any], slo: SloSpec) -> dict[str, LevelVerdict]:
+def best_levels(summary: Summary, slo: SloSpec) -> dict[str, LevelVerdict]:
     """Per target, the highest sweep level (by ``value``, else run order) that met every SLO."""
-    levels = summary.get("levels") or []
+    levels = summary.levels
     if not levels:
         return {}
     out: dict[str, LevelVerdict] = {}
-    for target in summary.get("targets") or {}:
+    for target in summary.targets:
         passed: list[tuple[float, int, str, float | None]] = []
         failed: list[str] = []
         for i, lv in enumerate(levels):
-            block = (lv.get("targets") or {}).get(target)
+            block = lv.targets.get(target)
             if block is None:
                 continue
-            label = str(lv.get("level", i))
-            value = lv.get("value")
+            label, value = lv.level, lv.value
             ok = all(r.passed for r in evaluate_block(target, block, slo, label))
             if ok:
-                key = float(value) if isinstance(value, (int, float)) else float(i)
+                key = value if value is not None else float(i)
                 passed.append((key, i, label, value))
             else:
                 failed.append(label)

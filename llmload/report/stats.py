@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from llmload.metrics import nearest_rank, rank
+from llmload.results_model import HistogramSnapshot
 
 CDF_POINTS = 400  # evenly spaced ranks kept when a CDF is thinned for a chart
 CDF_TAIL_POINTS = 100  # extra ranks kept in the top 1%, where tails live
@@ -46,16 +47,15 @@ def ecdf(values: Iterable[float]) -> tuple[list[float], list[float]]:
     return [vals[i] for i in idx], [(i + 1) / n for i in idx]
 
 
-def histogram_cdf(snapshot: dict[str, Any]) -> tuple[list[float], list[float]]:
+def histogram_cdf(snapshot: HistogramSnapshot) -> tuple[list[float], list[float]]:
     """CDF from a summary.json histogram snapshot ({"unit": "us", "keys": [...], "counts": [...]}).
 
     Returns x in milliseconds. Thinned like :func:`ecdf` (by rank, so the tail keeps its detail).
     """
-    keys = [int(k) for k in snapshot.get("keys", [])]
-    counts = [int(c) for c in snapshot.get("counts", [])]
+    keys, counts = snapshot.keys, snapshot.counts
     if len(keys) != len(counts):
         raise ValueError("histogram keys and counts differ in length")
-    scale = _unit_to_ms(str(snapshot.get("unit", "us")))
+    scale = _unit_to_ms(snapshot.unit)
     total = sum(counts)
     if total == 0:
         return [], []
@@ -81,21 +81,20 @@ def histogram_cdf(snapshot: dict[str, Any]) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-def histogram_percentile(snapshot: dict[str, Any], p: float) -> float | None:
+def histogram_percentile(snapshot: HistogramSnapshot, p: float) -> float | None:
     """Nearest-rank percentile (ms) of a histogram snapshot."""
-    keys = snapshot.get("keys", [])
-    counts = snapshot.get("counts", [])
-    total = sum(int(c) for c in counts)
+    keys, counts = snapshot.keys, snapshot.counts
+    total = sum(counts)
     if total == 0:
         return None
     want = rank(p, total)
     seen = 0
-    scale = _unit_to_ms(str(snapshot.get("unit", "us")))
+    scale = _unit_to_ms(snapshot.unit)
     for k, c in zip(keys, counts, strict=False):
-        seen += int(c)
+        seen += c
         if seen >= want:
-            return int(k) * scale
-    return int(keys[-1]) * scale
+            return k * scale
+    return keys[-1] * scale
 
 
 def _unit_to_ms(unit: str) -> float:

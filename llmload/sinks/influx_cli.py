@@ -22,6 +22,7 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
+from llmload.results_model import Summary
 from llmload.sinks.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
 from llmload.sinks.influx_write import InfluxWriter, WriteError
 from llmload.sinks.spool import (
@@ -115,15 +116,15 @@ def _record_in_summary(spool_dir: Path, replayed: int, remaining: int) -> None:
     if replayed == 0 and remaining == 0 or not summary_path.is_file():
         return
     try:
-        data = json.loads(summary_path.read_text(encoding="utf-8"))
-        influx = data.setdefault("run", {}).get("influx") or {}
+        summary = Summary.model_validate_json(summary_path.read_bytes())
+        influx = dict(summary.run.influx or {})
         influx["replayed"] = int(influx.get("replayed", 0)) + replayed
         influx["remaining"] = remaining
-        data["run"]["influx"] = influx
+        summary.run.influx = influx
         tmp = summary_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(summary.dump(), indent=2) + "\n", encoding="utf-8")
         tmp.replace(summary_path)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         print(f"llmload influx replay: could not update {summary_path}: {exc}", file=sys.stderr)
 
 
