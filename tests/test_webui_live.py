@@ -9,12 +9,15 @@ from __future__ import annotations
 import csv
 import io
 import random
+from pathlib import Path
 
 from llmload.locust.liveview import COLUMNS, WINDOW_S, LiveView, display_rows, to_csv
 from llmload.locust.webui import split_list_value
 from llmload.records import FAILURE_CLASSES, RequestRecord
+from llmload.report.results import load_run
 from llmload.runstate import Aggregator, Collector
 from tests.oracles import nearest_rank
+from tests.synth import SynthTarget, write_results_dir
 
 NOW = 1_800_000_000.0
 DELAY = 1.5
@@ -107,32 +110,28 @@ def test_nothing_recent_means_no_rates_but_totals_stay() -> None:
     assert row["requests"] == 10 and row["req_s"] == 0 and row["ttft_p50_ms"] is None
 
 
-def test_a_finished_run_shows_the_summary_figures() -> None:
-    summary = {
-        "run": {"client": {"loop_lag_ms": {"p99": 3.25}}},
-        "targets": {
-            "a": {
-                "requests": {"sent": 12, "ok": 10, "by_class": {"ok": 10, "timeout": 2, "http_5xx": 0}},
-                "latency_ms": {
-                    "ttft": {"p50": 11.0, "p99": 19.5},
-                    "itl": {"p50": 2.0, "p99": 4.0},
-                    "tpot": {"p50": 2.5},
-                },
-                "throughput": {"output_tok_s": 321.0, "req_s": 4.5},
-            }
-        },
-    }
+def test_a_finished_run_shows_the_summary_figures(tmp_path: Path) -> None:
+    d = write_results_dir(
+        tmp_path / "run", [SynthTarget("a", failures={"timeout": 2})], requests_per_target=12
+    )
+    summary = load_run(d).summary
+    block = summary.targets["a"]
     agg, view = feed(["a", "b"], [])
     view.finish(summary)
     (row,) = view.rows(agg)  # b never ran: no row from the summary
     assert row["requests"] == 12 and row["failures_by_class"] == {"timeout": 2} and row["failures"] == 2
+    lat = block.latency_ms
     assert (row["ttft_p50_ms"], row["ttft_p99_ms"], row["itl_p99_ms"], row["tpot_p50_ms"]) == (
-        11.0,
-        19.5,
-        4.0,
-        2.5,
+        lat["ttft"].p50,
+        lat["ttft"].p99,
+        lat["itl"].p99,
+        lat["tpot"].p50,
     )
-    assert (row["req_s"], row["output_tok_s"], row["loop_lag_p99_ms"]) == (4.5, 321.0, 3.25)
+    assert (row["req_s"], row["output_tok_s"], row["loop_lag_p99_ms"]) == (
+        block.throughput.req_s,
+        block.throughput.output_tok_s,
+        summary.run.client.loop_lag_ms.p99,
+    )
     assert row["users"] == 0 and row["in_flight"] == 0
 
 
