@@ -118,8 +118,6 @@ def finalize(
         extra_run=extra,
         telemetry=telemetry,
     )
-    for text in health.notes + [f"{f.target} {f.metric} flagged: {f.why}" for f in health.flags]:
-        print(f"llmload: note: {text}", file=sys.stderr)
     if publish is not None:
         summary.run.influx = publish(summary)
     c.results.summary(summary)

@@ -14,7 +14,6 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import gevent
 import gevent.monkey
@@ -25,6 +24,7 @@ from llmload.client_health import client_health
 from llmload.metrics import Histogram
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
+from llmload.scenario import Client
 from llmload.stamps import ReadStamps
 from llmload.transport import KERNEL_STAMPS, GeventTransport
 from tests.conftest import ROOT, start_port_file_process
@@ -174,7 +174,7 @@ def _stamps(source: str, kernel: int, user: int, coalesced: int) -> ReadStamps:
 
 
 def test_a_lagging_client_invalidates_only_figures_read_with_user_space_stamps() -> None:
-    client = SimpleNamespace(loop_lag_threshold_ms=25.0, cpu_threshold_percent=90.0)
+    client = Client(loop_lag_threshold_ms=25.0, cpu_threshold_percent=90.0)
     lag = Histogram()
     for _ in range(99):
         lag.record(0.001)
@@ -184,24 +184,24 @@ def test_a_lagging_client_invalidates_only_figures_read_with_user_space_stamps()
     h = client_health(
         client, lag, [50.0], {"a": _stamps("kernel", 1000, 0, 50), "b": _stamps("kernel", 1000, 0, 2)}
     )
-    assert not h["unreliable"] and h["unreliable_reasons"] == []
-    assert len(h["notes"]) == 1 and "kernel receive stamps: a, b" in h["notes"][0]
-    assert [(f["target"], f["metric"]) for f in h["flags"]] == [("a", "itl")]
-    assert h["timestamps"]["a"]["client_delay_ms"]["count"] == 1000
+    assert not h.unreliable and h.unreliable_reasons == []
+    assert len(h.notes) == 1 and "kernel receive stamps: a, b" in h.notes[0]
+    assert [(f.target, f.metric) for f in h.flags] == [("a", "itl")]
+    assert h.timestamps["a"].client_delay_ms.count == 1000
     # first chunks read with the headers (user-space stamps) while the loop lagged: TTFT flagged
     h = client_health(client, lag, [50.0], {"a": _stamps("kernel", 1000, 100, 0)})
-    assert [(f["target"], f["metric"]) for f in h["flags"]] == [("a", "ttft")]
+    assert [(f.target, f.metric) for f in h.flags] == [("a", "ttft")]
     # a TLS target read with user-space stamps: the run is invalid as before, and says which
     h = client_health(
         client, lag, [95.0], {"a": _stamps("kernel", 1000, 0, 0), "tls": _stamps("user", 0, 500, 0)}
     )
-    assert h["unreliable"] and len(h["unreliable_reasons"]) == 2
-    assert "(tls: user-space stamps)" in h["unreliable_reasons"][0]
+    assert h.unreliable and len(h.unreliable_reasons) == 2
+    assert "(tls: user-space stamps)" in h.unreliable_reasons[0]
     # a quiet client: nothing said
     quiet = Histogram()
     quiet.record(0.001)
     h = client_health(client, quiet, [20.0], {"tls": _stamps("user", 0, 500, 0)})
-    assert not h["unreliable"] and h["notes"] == [] and h["flags"] == []
+    assert not h.unreliable and h.notes == [] and h.flags == []
 
 
 def test_every_request_carries_an_id_the_server_logs_and_the_times_agree(
@@ -246,3 +246,43 @@ def test_every_request_carries_an_id_the_server_logs_and_the_times_agree(
         # first token after the server wrote it, so the client's TTFT can only be longer.
         assert line["ttft_ms"] >= server_ttft_ms - 0.002, (rid, line["ttft_ms"], server_ttft_ms)
     assert summary["run"]["client"]["timestamps"]["ids"]["source"] == "kernel"
+
+
+@pytest.mark.parametrize("stamps", ["kernel", "user"])
+def test_loop_lag_over_its_threshold_invalidates_only_user_space_stamped_runs(
+    tmp_path: Path, sse_server: str, stamps: str
+) -> None:
+    """A threshold no event loop can meet stands in for a busy shared host."""
+    scenario = tmp_path / "lag.yaml"
+    timed = "{llmload_test: {mode: timed, n: 5, first_ms: 10, interval_ms: 5}}"
+    scenario.write_text(
+        f"targets: [{{name: t, kind: openai, base_url: '{sse_server}', model: test-model, extra_body: {timed}}}]\n"
+        "load: {users: 2, max_requests: 10}\n"
+        f"client: {{timestamps: {stamps}, loop_lag_threshold_ms: 0.000001}}\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmload",
+            "run",
+            str(scenario),
+            "--results",
+            str(tmp_path / "r"),
+            "--no-reports",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    client = summary["run"]["client"]
+    assert client["timestamps"]["t"]["source"] == stamps
+    if stamps == "kernel":
+        assert out.returncode == 0 and summary["run"]["status"] == "ok", out.stderr[-2000:]
+        assert any("event-loop lag" in n and "kernel receive stamps" in n for n in client["notes"])
+        assert "kernel receive stamps" in out.stdout + out.stderr  # the terminal says so
+    else:
+        assert out.returncode == 3 and summary["run"]["status"] == "invalid"
+        assert client["unreliable"] and "event-loop lag" in client["unreliable_reasons"][0]

@@ -20,7 +20,7 @@ from llmload.report.engine import (
     agreement_rows,
     engine_summaries,
 )
-from llmload.report.model import SUMMARY_COLUMNS, Report, build_report
+from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
 from llmload.report.slo import fmt
 
 PLOTLY_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
@@ -207,12 +207,23 @@ def _efficiency(rep: Report) -> str:
 def _client(rep: Report) -> str:
     client = rep.run.run.client
     lag, cpu = client.loop_lag_ms, client.cpu_percent
-    return (
+    out = (
         '<p class="note">'
         f"event-loop lag p50 {_e(fmt(lag.p50))} ms, p99 {_e(fmt(lag.p99))} ms, max {_e(fmt(lag.max))} ms; "
         f"client CPU mean {_e(fmt(cpu.mean))}%, max {_e(fmt(cpu.max))}%; "
         f"unreliable: {_e(client.unreliable)}</p>"
     )
+    rows = rep.timestamp_rows()
+    if rows:
+        out += (
+            '<table id="timestamps"><tr>' + "".join(f"<th>{_e(h)}</th>" for h in TIMESTAMP_HEADERS) + "</tr>"
+        )
+        out += "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+        out += "</table>"
+    notes = rep.client_notes()
+    if notes:
+        out += '<ul id="client-notes">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"
+    return out
 
 
 def _events(rep: Report) -> str:

@@ -11,7 +11,7 @@ from llmload.report.engine import (
     agreement_rows,
     engine_summaries,
 )
-from llmload.report.model import SUMMARY_COLUMNS, Report, build_report
+from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
 from llmload.report.slo import fmt
 
 
@@ -58,6 +58,13 @@ def render_markdown_report(rep: Report) -> str:
     if engines:
         lines += ["", "### Engine summary", ""]
         lines += _table(ENGINE_HEADERS, [s.cells() for s in engines])
+    stamps = rep.timestamp_rows()
+    if stamps:
+        lines += ["", "### Timestamps and client delay", ""]
+        lines += _table(TIMESTAMP_HEADERS, stamps)
+        notes = rep.client_notes()
+        if notes:
+            lines += [""] + [f"- {n}" for n in notes]
     lines += ["", "### SLOs", ""]
     if rep.slo is None:
         lines.append("No SLOs set.")

@@ -42,6 +42,10 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The read stamps of each target (summary run.client.timestamps, llmload/stamps.py)
+TIMESTAMP_HEADERS = ["target", "stamps", "client delay p50 ms", "p99 ms", "max ms", "reads", "coalesced"]
+
+
 @dataclass
 class TargetVerdict:
     target: str
@@ -90,6 +94,29 @@ class Report:
             problems += [r.describe() for r in self.slo_results if r.target == target and not r.passed]
             out.append(TargetVerdict(target, not problems, problems))
         return out
+
+    def timestamp_rows(self) -> list[list[str]]:
+        """How each target's reads were stamped and how late the client read them."""
+        rows = []
+        for target, ts in self.run.run.client.timestamps.items():
+            d = ts.client_delay_ms
+            rows.append(
+                [
+                    target,
+                    ts.source,
+                    fmt(d.p50),
+                    fmt(d.p99),
+                    fmt(d.max),
+                    str(ts.kernel_reads + ts.user_reads),
+                    str(ts.coalesced_reads),
+                ]
+            )
+        return rows
+
+    def client_notes(self) -> list[str]:
+        """What the client's health says of the figures: notes, then flagged figures."""
+        client = self.run.run.client
+        return client.notes + [f"{f.target} {f.metric.upper()} flagged: {f.why}" for f in client.flags]
 
     def summary_rows(self) -> list[dict[str, str]]:
         rows = []

@@ -82,9 +82,16 @@ def render_table(summary: Summary) -> str:
         f"run {run.run_id}: status {run.status}, {run.duration_s:.1f} s, "
         f"client loop lag p99 {_f(run.client.loop_lag_ms.p99, 2)} ms, CPU max {_f(run.client.cpu_percent.max, 0)}%"
     )
+    delays = [ts.client_delay_ms.p99 for ts in run.client.timestamps.values() if ts.source == "kernel"]
+    if any(d is not None for d in delays):
+        foot += f", client delay p99 {_f(max(d for d in delays if d is not None), 2)} ms (kernel stamps)"
     lines.append(foot)
     for reason in run.reasons:
         lines.append(f"  ! {reason}")
+    for note in run.client.notes:
+        lines.append(f"  . {note}")
+    for flag in run.client.flags:
+        lines.append(f"  ! {flag.target} {flag.metric.upper()} flagged: {flag.why}")
     return "\n".join(lines)
 
 
