@@ -22,20 +22,20 @@ No Locust import; works on summary figures and telemetry rows.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
-from llmload.results_model import Agreement, AgreementRow
+from llmload.results_model import Agreement, AgreementRow, TelemetryRow
 
 MEAN_TOLERANCE_PCT = 5.0
 MEAN_TOLERANCE_MS = 5.0
 RATE_TOLERANCE_PCT = 3.0
 
 
-def _series(rows: Iterable[dict[str, Any]], target: str) -> dict[str, list[tuple[float, float]]]:
+def _series(rows: Iterable[TelemetryRow], target: str) -> dict[str, list[tuple[float, float]]]:
     out: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
-        if r.get("target") == target and r.get("source") == "engine":
-            out.setdefault(str(r["metric"]), []).append((float(r["t"]), float(r["value"])))
+        if r.target == target and r.source == "engine":
+            out.setdefault(r.metric, []).append((r.t, r.value))
     for pts in out.values():
         pts.sort()
     return out
@@ -72,7 +72,7 @@ def _row(
 
 def server_agreement(
     target: str,
-    telemetry: Iterable[dict[str, Any]],
+    telemetry: Iterable[TelemetryRow],
     *,
     sent: int,
     prompt_tokens: int,

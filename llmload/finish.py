@@ -94,7 +94,7 @@ def finalize(
     extra = {
         "telemetry": {
             "scrape_interval_s": sc.client.scrape_interval,
-            "scrapes": len({r.get("t") for r in telemetry}),  # the baseline and the final one included
+            "scrapes": len({r.t for r in telemetry}),  # the baseline and the final one included
         },
         "lost_workers": c.lost_workers,
         "stop_reason": c.stop_reason,

@@ -77,6 +77,17 @@ class RequestLine(_Model):
     retry_after_s: float | None = None
 
 
+class TelemetryRow(_Model):
+    """One row of telemetry.jsonl: one engine or GPU sample, scraped during the run (llmload/scrape.py)."""
+
+    t: float
+    target: str
+    source: Literal["engine", "gpu"]
+    metric: str  # the normalised name (docs/telemetry.md)
+    value: float
+    gpu: str | None = None  # source gpu: the DCGM gpu id
+
+
 class TimeseriesRow(_Model):
     """One row of timeseries.jsonl: one target over one reporting interval."""
 
@@ -344,6 +355,7 @@ class Summary(_Model):
 SCHEMAS: dict[str, type[BaseModel]] = {
     "requests-line": RequestLine,
     "timeseries-row": TimeseriesRow,
+    "telemetry-row": TelemetryRow,
     "summary-run": RunBlock,
     "summary": Summary,
 }

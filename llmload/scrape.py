@@ -19,17 +19,19 @@ import sys
 import time
 from typing import Any
 
+from llmload.results_model import TelemetryRow
+
 log = logging.getLogger("llmload.scrape")
 
 
-def scrape_once(client: Any, targets: list[dict[str, Any]], failed: set[str]) -> list[dict[str, Any]]:
+def scrape_once(client: Any, targets: list[dict[str, Any]], failed: set[str]) -> list[TelemetryRow]:
     import httpx
 
     from collectors.dcgm import parse_dcgm
     from collectors.engine_metrics import normalise
 
     now = time.time()
-    rows: list[dict[str, Any]] = []
+    rows: list[TelemetryRow] = []
     for t in targets:
         for url, source in ((t.get("metrics_url"), "engine"), (t.get("gpu_metrics_url"), "gpu")):
             if not url:
@@ -49,26 +51,22 @@ def scrape_once(client: Any, targets: list[dict[str, Any]], failed: set[str]) ->
                 if source == "engine":
                     for s in normalise(text, t["kind"]):
                         rows.append(
-                            {
-                                "t": now,
-                                "target": t["name"],
-                                "source": "engine",
-                                "metric": s.metric,
-                                "value": s.value,
-                            }
+                            TelemetryRow(
+                                t=now, target=t["name"], source="engine", metric=s.metric, value=s.value
+                            )
                         )
                 else:
                     for g in parse_dcgm(text):
                         for metric, value in g.fields.items():
                             rows.append(
-                                {
-                                    "t": now,
-                                    "target": t["name"],
-                                    "source": "gpu",
-                                    "metric": metric,
-                                    "value": value,
-                                    "gpu": g.gpu,
-                                }
+                                TelemetryRow(
+                                    t=now,
+                                    target=t["name"],
+                                    source="gpu",
+                                    metric=metric,
+                                    value=value,
+                                    gpu=g.gpu,
+                                )
                             )
             except ValueError as e:
                 if url + "#parse" not in failed:
@@ -99,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         while True:
             rows = scrape_once(client, spec["targets"], failed)
             if rows:
-                out.write("".join(json.dumps(r) + "\n" for r in rows))
+                out.write("".join(r.model_dump_json(exclude_none=True) + "\n" for r in rows))
                 out.flush()
             if stop:
                 break  # that was the last scrape: the counters after the load

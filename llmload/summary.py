@@ -27,6 +27,7 @@ from llmload.results_model import (
     Step,
     Summary,
     TargetBlock,
+    TelemetryRow,
     Tokens,
 )
 from llmload.runstate import WARMUP, Aggregator
@@ -113,7 +114,7 @@ def build_summary(
     reasons: list[str],
     client: ClientHealth,
     extra_run: dict[str, Any] | None = None,
-    telemetry: list[dict[str, Any]] | None = None,
+    telemetry: list[TelemetryRow] | None = None,
 ) -> Summary:
     window = agg.window(exclude_warmup=True)
     everything = agg.window(exclude_warmup=False)
@@ -171,7 +172,7 @@ def build_summary(
 
 
 def _agreement(
-    target: str, all_st: TargetStats, agg: Aggregator, telemetry: list[dict[str, Any]]
+    target: str, all_st: TargetStats, agg: Aggregator, telemetry: list[TelemetryRow]
 ) -> Agreement | None:
     """The run's figures (warm-up included, as the server counts them) beside its /metrics deltas."""
     windows = agg.target_windows(target)

@@ -30,7 +30,9 @@ from llmload.results_model import (
     Status,
     Summary,
     TargetBlock,
+    TelemetryRow,
     Throughput,
+    TimeseriesRow,
     Tokens,
 )
 
@@ -214,26 +216,26 @@ def _timeseries(
             out_tok = sum(r.output_tokens for r in done)
             s_ttft, s_itl = summarise(ttfts), summarise(itls)
             lag = 40.0 if unreliable else 0.4 + 0.1 * (k % 3)
-            lines.append(
-                {
-                    "t": round(b, 3),
-                    "target": t.name,
-                    "interval_s": interval_s,
-                    "requests": len(done),
-                    "failures": sum(1 for r in done if not r.ok),
-                    "output_tokens": out_tok,
-                    "output_tok_s": round(out_tok / interval_s, 3),
-                    "req_s": round(len(done) / interval_s, 3),
-                    "in_flight": sum(1 for r in rs if r.start_time <= b < r.start_time + (r.e2e_s or 0)),
-                    "ttft_p50_ms": s_ttft["p50"],
-                    "ttft_p99_ms": s_ttft["p99"],
-                    "itl_p50_ms": s_itl["p50"],
-                    "itl_p99_ms": s_itl["p99"],
-                    "loop_lag_p99_ms": lag,
-                    "cpu_percent": 95.0 if unreliable else 30.0 + 5 * (k % 4),
-                    "users": t.users,
-                }
+            row = TimeseriesRow(
+                t=round(b, 3),
+                target=t.name,
+                interval_s=interval_s,
+                requests=len(done),
+                failures=sum(1 for r in done if not r.ok),
+                output_tokens=out_tok,
+                streamed_tokens=out_tok,  # synthetic: as if each request's tokens came in its last interval
+                output_tok_s=round(out_tok / interval_s, 3),
+                req_s=round(len(done) / interval_s, 3),
+                in_flight=sum(1 for r in rs if r.start_time <= b < r.start_time + (r.e2e_s or 0)),
+                users=t.users,
+                ttft_p50_ms=s_ttft["p50"],
+                ttft_p99_ms=s_ttft["p99"],
+                itl_p50_ms=s_itl["p50"],
+                itl_p99_ms=s_itl["p99"],
+                loop_lag_p99_ms=lag,
+                cpu_percent=95.0 if unreliable else 30.0 + 5 * (k % 4),
             )
+            lines.append(row.model_dump())
     return lines
 
 
@@ -242,24 +244,10 @@ def _telemetry(targets: list[SynthTarget], ts: list[dict[str, Any]]) -> list[dic
     energy: dict[tuple[str, int], float] = {}
     for line in ts:
         t = next(x for x in targets if x.name == line["target"])
-        out.append(
-            {
-                "t": line["t"],
-                "target": t.name,
-                "source": "engine",
-                "metric": "kv_cache_usage_ratio",
-                "value": round(min(1.0, line["in_flight"] / (t.users * 1.5)), 4),
-            }
-        )
-        out.append(
-            {
-                "t": line["t"],
-                "target": t.name,
-                "source": "engine",
-                "metric": "requests_running",
-                "value": float(line["in_flight"]),
-            }
-        )
+        kv = round(min(1.0, line["in_flight"] / (t.users * 1.5)), 4)
+        for metric, value in (("kv_cache_usage_ratio", kv), ("requests_running", float(line["in_flight"]))):
+            row = TelemetryRow(t=line["t"], target=t.name, source="engine", metric=metric, value=value)
+            out.append(row.model_dump(exclude_none=True))
         for g in range(t.gpus):
             power = 250.0 + 20.0 * line["in_flight"] + 0.5 * line["output_tok_s"]
             e = energy[(t.name, g)] = energy.get((t.name, g), 1.0e6) + power * line["interval_s"]
@@ -269,16 +257,10 @@ def _telemetry(targets: list[SynthTarget], ts: list[dict[str, Any]]) -> list[dic
                 ("power_watts", power),
                 ("energy_joules", e),
             ):
-                out.append(
-                    {
-                        "t": line["t"],
-                        "target": t.name,
-                        "source": "gpu",
-                        "metric": metric,
-                        "value": value,
-                        "gpu": str(g),
-                    }
+                row = TelemetryRow(
+                    t=line["t"], target=t.name, source="gpu", metric=metric, value=value, gpu=str(g)
                 )
+                out.append(row.model_dump())
     return out
 
 

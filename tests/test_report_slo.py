@@ -17,7 +17,7 @@ from llmload.report.slo import (
     measured_value,
     request_meets,
 )
-from llmload.results_model import Summary
+from llmload.results_model import RequestLine, Summary
 from llmload.slo_spec import SloSpec
 from tests.synth import SynthLevel, SynthTarget, write_results_dir
 
@@ -80,14 +80,19 @@ def test_unmeasurable_figure_fails_its_slo(tmp_path: Path) -> None:
 
 def test_request_meets_follows_the_documented_goodput_definition() -> None:
     spec = SloSpec(ttft_p99_ms=100, e2e_p99_ms=1000, tpot_p50_ms=20, itl_p99_ms=50)
-    good = {"status": "ok", "ttft_ms": 90, "e2e_ms": 900, "tpot_ms": 19, "itl_max_ms": 49}
+    base = {"target": "t", "index": 0, "worker": "local", "phase": "p", "level": "p", "start_time": 1.0}
+    good = RequestLine(**base, status="ok", ttft_ms=90, e2e_ms=900, tpot_ms=19, itl_max_ms=49)
+
+    def but(**change: object) -> RequestLine:
+        return good.model_copy(update=change)
+
     assert request_meets(good, spec)
     for field, bad in (("ttft_ms", 101), ("e2e_ms", 1001), ("tpot_ms", 21), ("itl_max_ms", 51)):
-        assert not request_meets({**good, field: bad}, spec), field
-    assert not request_meets({**good, "status": "timeout"}, spec)
+        assert not request_meets(but(**{field: bad}), spec), field
+    assert not request_meets(but(status="timeout"), spec)
     # one output token: no TPOT and no gap, nothing to violate for those two
-    assert request_meets({**good, "tpot_ms": None, "itl_max_ms": None}, spec)
-    reqs = [good, {**good, "ttft_ms": 500}, good, {**good, "status": "http_5xx"}]
+    assert request_meets(but(tpot_ms=None, itl_max_ms=None), spec)
+    reqs = [good, but(ttft_ms=500), good, but(status="http_5xx")]
     assert goodput(reqs, spec, window_s=2.0) == pytest.approx(2 / 2.0)
     assert goodput(reqs, SloSpec(error_rate=0.1), window_s=2.0) is None  # no per-request SLO
 
@@ -97,10 +102,10 @@ def test_goodput_by_target_counts_requests_in_the_window(tmp_path: Path) -> None
         tmp_path / "run", [SynthTarget("a", failures={"timeout": 4})], requests_per_target=80
     )
     run = load_run(d)
-    ttft = sorted(r["ttft_ms"] for r in run.requests if r["ttft_ms"] is not None and r["status"] == "ok")
+    ttft = sorted(r.ttft_ms for r in run.requests if r.ttft_ms is not None and r.status == "ok")
     threshold = ttft[len(ttft) // 2]  # half of the successful requests meet it
     gp = goodput_by_target(run, SloSpec(ttft_p99_ms=threshold))["a"]
-    met = sum(1 for r in run.requests if r["status"] == "ok" and r["ttft_ms"] <= threshold)
+    met = sum(1 for r in run.requests if r.status == "ok" and r.ttft_ms is not None and r.ttft_ms <= threshold)
     assert met < len(ttft)
     assert gp == pytest.approx(met / run.window_s("a"))
     assert goodput_by_target(run, None) == {"a": None}

@@ -66,3 +66,33 @@ def test_a_real_run_matches_the_published_schemas(tmp_path: Path, sse_server: st
         pass
     else:
         raise AssertionError("a request line with an unknown status passed the schema")
+
+
+def test_telemetry_rows_of_a_real_run_match_their_schema_and_load_typed(tmp_path: Path) -> None:
+    """A simulated engine serves /metrics: its scraped rows are telemetry.jsonl's."""
+    from llmload.report.results import load_run
+
+    scn = tmp_path / "s.yaml"
+    scn.write_text(
+        f"{TOLERANT_CLIENT}\n"
+        "targets: [{name: a, kind: sim, sim: {profile: test-fast-a}}]\n"
+        "workload: {input_tokens: 16, output_tokens: 16}\n"
+        "load: {users: 2, duration: 3s}\n"
+    )
+    out = tmp_path / "r"
+    r = subprocess.run(
+        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--no-reports", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    schema = json.loads((PUBLISHED / "telemetry-row.schema.json").read_text())
+    rows = [json.loads(x) for x in (out / "telemetry.jsonl").read_text().splitlines()]
+    assert {x["source"] for x in rows} >= {"engine"} and len({x["t"] for x in rows}) >= 2
+    for x in rows:
+        jsonschema.validate(x, schema)
+    run = load_run(out)
+    assert len(run.telemetry) == len(rows) and len(run.timeseries) > 0 and len(run.requests) > 0
+    assert {s.metric for s in run.telemetry} >= {"requests_finished_total", "generation_tokens_total"}

@@ -5,7 +5,7 @@
 It runs ``llmload run`` in this process and records the call stack, as product files in call order,
 at four points of one request's life: a chunk of its stream is parsed (llmload/sse.py), its record
 is kept (Collector.record), its line is written to requests.jsonl (ResultsWriter.requests) and its
-target's figures are built for summary.json (summary.target_block). The union of those stacks is
+target's figures are built for summary.json (summary.run_target). The union of those stacks is
 the walk: the files a reader opens to follow the request from ``llmload run`` to its summary
 line, each entered once, none left and come back to. Helpers a stage calls and returns from
 (a histogram's add, a clock) are not on it.
@@ -57,7 +57,7 @@ def main(scenario: str, results: str) -> int:
     _spy(StreamState, "feed_event", "chunk parsed", stages)
     _spy(Collector, "record", "record kept", stages)
     _spy(ResultsWriter, "requests", "line written", stages)
-    _spy(summary, "target_block", "summary figures", stages)
+    _spy(summary, "run_target", "summary figures", stages)
     from llmload.cli import main as cli_main
 
     try:

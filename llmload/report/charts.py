@@ -52,7 +52,7 @@ def _t0(run: RunData) -> float:
     start, _ = run.window
     if start is not None:
         return start
-    ts = [float(x["t"]) for x in run.timeseries if "t" in x]
+    ts = [x.t for x in run.timeseries]
     return min(ts) if ts else 0.0
 
 
@@ -70,7 +70,7 @@ def latency_cdf(run: RunData, metric: str, label: str) -> Chart | None:
             source = "histograms (every gap between chunks)"
         else:
             field = {"ttft": "ttft_ms", "e2e": "e2e_ms", "itl": "itl_mean_ms"}[metric]
-            vals = [float(r[field]) for r in run.target_requests(target) if r.get(field) is not None]
+            vals = [v for r in run.target_requests(target) if (v := getattr(r, field)) is not None]
             if vals:
                 xs, ys = ecdf(vals)
                 source = source or (
@@ -96,9 +96,9 @@ def over_time(run: RunData, field: str, title: str, y: str, key: str) -> Chart |
     fig = go.Figure()
     for target in run.targets:
         pts = sorted(
-            (float(x["t"]) - t0, float(x[field]))
+            (x.t - t0, float(v))
             for x in run.timeseries
-            if x.get("target") == target and x.get(field) is not None and "t" in x
+            if x.target == target and (v := getattr(x, field)) is not None
         )
         if pts:
             fig.add_trace(
@@ -174,9 +174,8 @@ def telemetry(
     t0 = _t0(run)
     raw: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for s in run.telemetry:
-        if s.get("metric") != metric or s.get("value") is None or s.get("target") not in run.targets:
-            continue
-        raw[(s["target"], str(s.get("gpu", "")))].append((float(s["t"]), float(s["value"])))
+        if s.metric == metric and s.target in run.targets:
+            raw[(s.target, s.gpu or "")].append((s.t, s.value))
     series: dict[tuple[str, str], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for k, pts in raw.items():
         pts.sort()
@@ -212,7 +211,7 @@ def telemetry(
     _layout(fig, title, "time since measurement start (s)", y)
     fig.update_yaxes(rangemode="tozero")
     if metric == "memory_used_bytes":  # flat under vLLM/Aphrodite: show it against the card's size
-        totals = [float(s["value"]) * scale for s in run.telemetry if s.get("metric") == "memory_total_bytes"]
+        totals = [s.value * scale for s in run.telemetry if s.metric == "memory_total_bytes"]
         if totals:
             fig.update_yaxes(range=[0, max(totals) * 1.05])
     return Chart(key, title, fig)
@@ -221,8 +220,8 @@ def telemetry(
 def _client_rate(run: RunData, t0: float) -> dict[str, dict[float, float]]:
     out: dict[str, dict[float, float]] = defaultdict(dict)
     for x in run.timeseries:
-        if "t" in x and x.get("target") in run.targets and x.get("output_tok_s") is not None:
-            out[x["target"]][float(x["t"]) - t0] = float(x["output_tok_s"])
+        if x.target in run.targets:
+            out[x.target][x.t - t0] = x.output_tok_s
     return out
 
 
@@ -232,13 +231,10 @@ def client_health(run: RunData) -> Chart | None:
     lag: dict[float, float] = {}
     cpu: dict[float, float] = {}
     for x in run.timeseries:
-        if "t" not in x:
-            continue
-        t = float(x["t"]) - t0
-        if x.get("loop_lag_p99_ms") is not None:
-            lag[t] = max(lag.get(t, 0.0), float(x["loop_lag_p99_ms"]))
-        if x.get("cpu_percent") is not None:
-            cpu[t] = max(cpu.get(t, 0.0), float(x["cpu_percent"]))
+        t = x.t - t0
+        if x.loop_lag_p99_ms is not None:
+            lag[t] = max(lag.get(t, 0.0), x.loop_lag_p99_ms)
+        cpu[t] = max(cpu.get(t, 0.0), x.cpu_percent)
     if not lag and not cpu:
         return None
     fig = make_subplots(specs=[[{"secondary_y": True}]])

@@ -32,6 +32,7 @@ import numpy as np
 from llmload.report.bootstrap import Stat, diff_ci, point, quantile_stat, ratio_stat
 from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.slo import fmt
+from llmload.results_model import RequestLine
 
 BETTER, WORSE, SAME, NA = "better", "worse", "no significant difference", "n/a"
 PAIR_COVERAGE = 0.95
@@ -181,12 +182,12 @@ def _verdict(
     return BETTER if diff > 0 else WORSE
 
 
-def _field(name: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda r: r.get(name)
+def _field(name: str) -> Callable[[RequestLine], Any]:
+    return lambda r: getattr(r, name)
 
 
 def _by_index(
-    reqs: list[dict[str, Any]], value: Callable[[dict[str, Any]], Any]
+    reqs: list[RequestLine], value: Callable[[RequestLine], Any]
 ) -> tuple[dict[int, Any] | None, list[Any]]:
     """Values per request, and the same keyed by request index (None when indexes are unusable)."""
     vals: list[Any] = []
@@ -196,9 +197,9 @@ def _by_index(
         if v is None:
             continue
         vals.append(v)
-        i = r.get("index")
+        i = r.index
         if by is not None:
-            if not isinstance(i, int) or i < 0 or i in by:
+            if i < 0 or i in by:
                 by = None
             else:
                 by[i] = v
@@ -262,9 +263,8 @@ def _diff(
     return out
 
 
-def _tokens_e2e(r: dict[str, Any]) -> tuple[float, float] | None:
-    e2e = r.get("e2e_ms")
-    return None if e2e is None else (float(r.get("output_tokens") or 0), float(e2e) / 1000.0)
+def _tokens_e2e(r: RequestLine) -> tuple[float, float] | None:
+    return None if r.e2e_ms is None else (float(r.output_tokens), r.e2e_ms / 1000.0)
 
 
 def _throughput_stat(pairs: np.ndarray, reported: float | None) -> Stat | None:

@@ -40,7 +40,7 @@ def _gpus(block: TargetBlock, run: RunData, target: str) -> tuple[int | None, st
         n = None
     if n and n > 0:
         return n, "labels"
-    ids = {s.get("gpu") for s in run.telemetry if s.get("target") == target and s.get("source") == "gpu"}
+    ids = {s.gpu for s in run.telemetry if s.target == target and s.source == "gpu"}
     ids.discard(None)
     return (len(ids), "telemetry") if ids else (None, "")
 
@@ -48,13 +48,8 @@ def _gpus(block: TargetBlock, run: RunData, target: str) -> tuple[int | None, st
 def _series(run: RunData, target: str, metric: str) -> dict[str, list[tuple[float, float]]]:
     per_gpu: dict[str, list[tuple[float, float]]] = {}
     for s in run.telemetry:
-        if (
-            s.get("target") == target
-            and s.get("metric") == metric
-            and run.in_window(s)
-            and s.get("value") is not None
-        ):
-            per_gpu.setdefault(str(s.get("gpu", "")), []).append((float(s["t"]), float(s["value"])))
+        if s.target == target and s.metric == metric and run.in_window(s.t):
+            per_gpu.setdefault(s.gpu or "", []).append((s.t, s.value))
     for samples in per_gpu.values():
         samples.sort()
     return per_gpu
@@ -96,9 +91,9 @@ def efficiency(run: RunData) -> list[Efficiency]:
         joules, a, b, energy_source = _energy(run, target)
         tpj = None
         if joules and a is not None and b is not None:
-            lines = [x for x in run.timeseries if x.get("target") == target and a < float(x.get("t", 0)) <= b]
+            lines = [x for x in run.timeseries if x.target == target and a < x.t <= b]
             if lines:
-                tpj = sum(float(x.get("output_tokens") or 0) for x in lines) / joules
+                tpj = sum(x.output_tokens for x in lines) / joules
             elif tps is not None:
                 tpj = tps * (b - a) / joules
         out.append(

@@ -58,9 +58,8 @@ AGREEMENT_HEADERS = ["target", "figure", "llmload", "server", "difference", "ver
 def _series(run: RunData) -> dict[str, dict[str, list[tuple[float, float]]]]:
     out: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for s in run.telemetry:
-        if s.get("source", "engine") != "engine" or s.get("value") is None:
-            continue
-        out[str(s.get("target"))][str(s.get("metric"))].append((float(s["t"]), float(s["value"])))
+        if s.source == "engine":
+            out[s.target][s.metric].append((s.t, s.value))
     for by_metric in out.values():
         for pts in by_metric.values():
             pts.sort()

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import ValidationError
 
-from llmload.results_model import SUMMARY_SCHEMA, Level, RunBlock, Summary, TargetBlock
+from llmload.results_model import (
+    SUMMARY_SCHEMA,
+    Level,
+    RequestLine,
+    RunBlock,
+    Summary,
+    TargetBlock,
+    TelemetryRow,
+    TimeseriesRow,
+)
 
 SCHEMA = SUMMARY_SCHEMA
+_Row = TypeVar("_Row", RequestLine, TimeseriesRow, TelemetryRow)
 
 
 class BadResults(Exception):
@@ -30,10 +40,10 @@ class RunData:
 
     path: Path
     summary: Summary
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    timeseries: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[RequestLine] = field(default_factory=list)
+    timeseries: list[TimeseriesRow] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # kinds own their fields (docs/results.md)
+    telemetry: list[TelemetryRow] = field(default_factory=list)
 
     @property
     def run(self) -> RunBlock:
@@ -59,23 +69,21 @@ class RunData:
     def window(self) -> tuple[float | None, float | None]:
         return self.run.measure_start, self.run.measure_end
 
-    def in_window(self, rec: dict[str, Any]) -> bool:
-        """True when a request (or timeseries line, by ``t``) falls inside the measurement window."""
+    def in_window(self, t: float | None) -> bool:
+        """True when a time (a request's start, a timeseries row's or a sample's ``t``) falls inside
+        the measurement window."""
         start, end = self.window
-        t = rec.get("start_time", rec.get("t"))
         if t is None or start is None:
             return True
         return bool(start <= t <= (end if end is not None else float("inf")))
 
-    def target_requests(
-        self, target: str, *, ok_only: bool = True, window: bool = True
-    ) -> list[dict[str, Any]]:
+    def target_requests(self, target: str, *, ok_only: bool = True, window: bool = True) -> list[RequestLine]:
         return [
             r
             for r in self.requests
-            if r.get("target") == target
-            and (not ok_only or r.get("status") == "ok")
-            and (not window or self.in_window(r))
+            if r.target == target
+            and (not ok_only or r.status == "ok")
+            and (not window or self.in_window(r.start_time))
         ]
 
     def output_tok_s(self, target: str) -> float | None:
@@ -95,7 +103,12 @@ class RunData:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """One JSON object per line; blank lines skipped; a bad line raises BadResults naming file:line."""
-    out: list[dict[str, Any]] = []
+    return [obj for _, obj in read_jsonl_numbered(path)]
+
+
+def read_jsonl_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """read_jsonl's objects with their line numbers."""
+    out: list[tuple[int, dict[str, Any]]] = []
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -109,7 +122,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             raise BadResults(f"{path}:{no}: not valid JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise BadResults(f"{path}:{no}: expected a JSON object per line")
-        out.append(obj)
+        out.append((no, obj))
     return out
 
 
@@ -147,15 +160,26 @@ def load_run(results_dir: Path | str, *, with_requests: bool = True) -> RunData:
     results_dir = Path(results_dir)
     summary = load_summary(results_dir)
     run = RunData(path=results_dir, summary=summary)
-    for attr, name in (
-        ("requests", "requests.jsonl"),
-        ("timeseries", "timeseries.jsonl"),
-        ("events", "events.jsonl"),
-        ("telemetry", "telemetry.jsonl"),
-    ):
-        if attr == "requests" and not with_requests:
-            continue
-        p = results_dir / name
-        if p.is_file():
-            setattr(run, attr, read_jsonl(p))
+    if with_requests:
+        run.requests = _rows(results_dir / "requests.jsonl", RequestLine)
+    run.timeseries = _rows(results_dir / "timeseries.jsonl", TimeseriesRow)
+    run.telemetry = _rows(results_dir / "telemetry.jsonl", TelemetryRow)
+    if (results_dir / "events.jsonl").is_file():
+        run.events = read_jsonl(results_dir / "events.jsonl")
     return run
+
+
+def _rows(path: Path, model: type[_Row]) -> list[_Row]:
+    """A JSONL file's lines as ``model`` (docs/schemas/); none when the file is absent. A line that
+    does not fit raises BadResults naming the file, the line and the field."""
+    if not path.is_file():
+        return []
+    out: list[_Row] = []
+    for no, obj in read_jsonl_numbered(path):
+        try:
+            out.append(model.model_validate(obj))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise BadResults(f"{path}:{no}: field '{where}': {err['msg']}") from None
+    return out

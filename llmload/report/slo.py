@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from llmload.report.results import RunData
-from llmload.results_model import Figures, Summary, latency
+from llmload.results_model import Figures, RequestLine, Summary, latency
 from llmload.slo_spec import PER_REQUEST, SloSpec
 
 
@@ -126,15 +126,15 @@ def slo_from_summary(summary: Summary) -> SloSpec | None:
     return None if spec.is_empty() else spec
 
 
-def request_meets(req: dict[str, Any], slo: SloSpec) -> bool:
+def request_meets(req: RequestLine, slo: SloSpec) -> bool:
     """True when one successful request met every per-request SLO (see the module docstring)."""
-    if req.get("status") != "ok":
+    if req.status != "ok":
         return False
     active = slo.active()
     for key, fieldname in PER_REQUEST.items():
         if key not in active:
             continue
-        v = req.get(fieldname)
+        v = getattr(req, fieldname)
         if v is None:
             if fieldname in ("ttft_ms", "e2e_ms"):
                 return False  # a successful request always has these; without them it cannot be shown to meet
@@ -144,7 +144,7 @@ def request_meets(req: dict[str, Any], slo: SloSpec) -> bool:
     return True
 
 
-def goodput(requests: Iterable[dict[str, Any]], slo: SloSpec, window_s: float | None) -> float | None:
+def goodput(requests: Iterable[RequestLine], slo: SloSpec, window_s: float | None) -> float | None:
     """Requests per second that met every per-request SLO; None without such SLOs or a window."""
     if not slo.has_per_request() or not window_s:
         return None

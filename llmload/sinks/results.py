@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from llmload.results_model import Summary
+from llmload.results_model import Summary, TelemetryRow
 
 
 class ResultsWriter:
@@ -65,15 +65,15 @@ class ResultsWriter:
                 f.close()
 
 
-def read_telemetry(path: Path) -> list[dict[str, Any]]:
+def read_telemetry(path: Path) -> list[TelemetryRow]:
     """telemetry.jsonl's rows (the scraper has stopped; a torn last line is skipped)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[TelemetryRow] = []
     try:
         with open(path, encoding="utf-8") as f:
             for line in f:
                 try:
-                    rows.append(json.loads(line))
-                except ValueError:
+                    rows.append(TelemetryRow.model_validate_json(line))
+                except ValueError:  # pydantic's ValidationError is one
                     continue
     except OSError:
         return []
