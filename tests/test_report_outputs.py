@@ -148,6 +148,14 @@ def test_report_cli_exit_codes(
         (lambda d: (d / "summary.json").unlink(), "summary.json: missing"),
         (lambda d: (d / "summary.json").write_text("{not json"), "summary.json: not valid JSON"),
         (lambda d: (d / "requests.jsonl").open("a").write("oops\n"), "requests.jsonl:201: not valid JSON"),
+        (
+            lambda d: (d / "requests.jsonl").open("a").write('{"target": "a", "status": "fine"}\n'),
+            "requests.jsonl:201: field 'index': Field required",
+        ),
+        (
+            lambda d: (d / "timeseries.jsonl").open("a").write('{"t": "late"}\n'),
+            "timeseries.jsonl:",
+        ),
         (lambda d: _edit(d, lambda s: s.update(schema="other/9")), "field 'schema'"),
         (lambda d: _edit(d, lambda s: s["run"].update(slo={"ttft_p95_ms": 1})), "run.slo.ttft_p95_ms"),
         (lambda d: _edit(d, lambda s: s.update(targets=[])), "field 'targets'"),

@@ -105,7 +105,9 @@ def test_goodput_by_target_counts_requests_in_the_window(tmp_path: Path) -> None
     ttft = sorted(r.ttft_ms for r in run.requests if r.ttft_ms is not None and r.status == "ok")
     threshold = ttft[len(ttft) // 2]  # half of the successful requests meet it
     gp = goodput_by_target(run, SloSpec(ttft_p99_ms=threshold))["a"]
-    met = sum(1 for r in run.requests if r.status == "ok" and r.ttft_ms is not None and r.ttft_ms <= threshold)
+    met = sum(
+        1 for r in run.requests if r.status == "ok" and r.ttft_ms is not None and r.ttft_ms <= threshold
+    )
     assert met < len(ttft)
     assert gp == pytest.approx(met / run.window_s("a"))
     assert goodput_by_target(run, None) == {"a": None}

@@ -76,18 +76,14 @@ def test_efficiency_figures_follow_their_definitions(tmp_path: Path) -> None:
     # tokens per joule from the cumulative energy counters inside the window, computed here independently
     start, end = run.run.measure_start, run.run.measure_end
     energy = [
-        s
-        for s in run.telemetry
-        if s.target == "two" and s.metric == "energy_joules" and start <= s.t <= end
+        s for s in run.telemetry if s.target == "two" and s.metric == "energy_joules" and start <= s.t <= end
     ]
     joules = 0.0
     for gpu in {s.gpu for s in energy}:
         vals = sorted((s.t, s.value) for s in energy if s.gpu == gpu)
         joules += vals[-1][1] - vals[0][1]
     first, last = min(s.t for s in energy), max(s.t for s in energy)
-    tokens = sum(
-        x.output_tokens for x in run.timeseries if x.target == "two" and first < x.t <= last
-    )
+    tokens = sum(x.output_tokens for x in run.timeseries if x.target == "two" and first < x.t <= last)
     assert tokens > 0 and eff["two"].energy_j == pytest.approx(joules)
     assert eff["two"].tokens_per_joule == pytest.approx(tokens / joules)
 
@@ -97,9 +93,7 @@ def test_energy_falls_back_to_integrated_power(tmp_path: Path) -> None:
     run = load_run(d)
     run.telemetry = [s for s in run.telemetry if s.metric != "energy_joules"]
     start, end = run.run.measure_start, run.run.measure_end
-    power = sorted(
-        (s.t, s.value) for s in run.telemetry if s.metric == "power_watts" and start <= s.t <= end
-    )
+    power = sorted((s.t, s.value) for s in run.telemetry if s.metric == "power_watts" and start <= s.t <= end)
     assert len(power) >= 3 and len({w for _, w in power}) > 1  # power varies, so the integral is not trivial
     joules = sum((t2 - t1) * (w1 + w2) / 2 for (t1, w1), (t2, w2) in zip(power, power[1:], strict=False))
     [e] = efficiency(run)
