@@ -154,6 +154,19 @@ class Workload(Strict):
     prefix_tokens: int = Field(1024, ge=1, description="prefix workload: tokens in each shared prefix")
     turns: Length = Field(3, description="multiturn workload: turns per session")
     think_time: Duration = Field(0.0, description="multiturn workload: pause between turns")
+    salt: bool | str = Field(
+        True,
+        description="a tag at the start of every prompt, the same for the whole run, so a rerun does not "
+        "ride the server's prefix cache: true draws one per run (recorded), a string fixes it, false "
+        "sends the same prompts run after run (paired compares across runs)",
+    )
+
+    @field_validator("salt")
+    @classmethod
+    def _salt(cls, v: bool | str) -> bool | str:
+        if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", v):
+            raise ValueError("a salt is 1-64 letters, digits or _.:-")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Workload:

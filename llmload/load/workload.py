@@ -1,7 +1,9 @@
 """Workloads: the deterministic sequence of requests every target receives.
 
-Request ``i`` is a pure function of (workload, seed, i): every target gets the
-same prompts in the same order (paired A/B), and a rerun sends the same traffic.
+Request ``i`` is a pure function of (workload, seed, salt, i): every target gets the
+same prompts in the same order (paired A/B), and a rerun with the same salt (or
+``salt: false``) sends the same traffic. The salt is drawn per run by default, so a
+rerun against a long-lived server does not ride its prefix cache.
 
 Kinds: synthetic (length distributions), jsonl (one prompt per line), sharegpt
 (conversations), prefix (N shared long prefixes x unique suffixes, to exercise
@@ -113,8 +115,17 @@ class WorkloadSource:
             msgs = [*self._system(), *msgs]
             if out_len is not None:
                 max_tokens = out_len
+        msgs = self._salted(msgs)
         est = sum(self.count_tokens(m["content"]) for m in msgs)
         return RequestSpec(i, msgs, max_tokens, est)
+
+    def _salted(self, msgs: list[dict[str, str]]) -> list[dict[str, str]]:
+        """The run's salt at the start of the first message: every prompt of the run shares it (so
+        prefixes shared within the run stay shared), and no prompt of another run starts the same."""
+        salt = self.wl.salt
+        if not isinstance(salt, str) or not msgs:
+            return msgs
+        return [{**msgs[0], "content": f"[{salt}] {msgs[0]['content']}"}, *msgs[1:]]
 
     def _turn(self, i: int) -> RequestSpec:
         """Index i = session * turns_max + turn; history holds earlier turns of the session.
@@ -135,6 +146,7 @@ class WorkloadSource:
             max_tokens = sample_length(wl.output_tokens, trng)
             if t < turn:
                 msgs.append({"role": "assistant", "content": words(trng, max_tokens)})
+        msgs = self._salted(msgs)
         est = sum(self.count_tokens(m["content"]) for m in msgs)
         spec = RequestSpec(i, msgs, max_tokens, est, session=session, turn=turn, think_time=wl.think_time)
         spec.turn = turn if turn < n_turns else n_turns - 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -185,8 +186,11 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
                     flush=True,
                 )
     models = wait_ready(sc.targets, timeout_s=sc.client.ready_timeout)
-    if models:
-        sc = resolve(sc, [f"targets.{name}.model={m}" for name, m in models.items()])
+    found = [f"targets.{name}.model={m}" for name, m in models.items()]
+    if sc.workload.salt is True:  # drawn once per run, recorded in summary.json's run.scenario
+        found.append(f"workload.salt=run-{secrets.token_hex(4)}")
+    if found:
+        sc = resolve(sc, found)
     run_id = f"{sc.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     run = LLMRun(environment, sc, role="master" if distributed else "local", run_id=run_id)
     results_dir = Path(options.llm_results) if options.llm_results else Path(sc.output.dir) / run_id

@@ -13,23 +13,24 @@ Metrics: TTFT, ITL and E2E at p50 and p99, and output throughput.
   mean number of streams in flight, an identity, so the point estimate is exactly tokens/window).
   Concurrency is set by the load (users or arrival rate) and held fixed; requests are resampled
   (paired by index like the latencies) so the interval reflects how fast each stream was served.
-  Per-interval timeseries figures are not used: tokens are counted when a request ends, so
-  closed-loop runs show bursts that say nothing about the uncertainty of the total.
+  (Per-interval timeseries figures are not used: closed-loop bursts say nothing of the total.)
 - Verdict per metric: significant when the confidence interval of the difference excludes zero
   AND the relative change exceeds ``threshold_pct``; then better or worse (lower is better for
   latencies, higher for throughput); otherwise "no significant difference".
+- Two runs whose prefix-cache hit rates differ get a warning (cache_state.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from llmload.report.bootstrap import Stat, diff_ci, point, quantile_stat, ratio_stat
+from llmload.report.cache_state import prefix_cache_warnings
 from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.slo import fmt
 from llmload.results_model import RequestLine
@@ -80,6 +81,7 @@ class Comparison:
     resamples: int
     seed: int
     diffs: list[MetricDiff] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[MetricDiff]:
@@ -138,6 +140,7 @@ class Comparison:
             f"baseline:  {self.baseline}",
             f"candidate: {self.candidate}",
             f"significant = CI excludes 0 and |change| > {fmt(self.threshold_pct)}%",
+            *[f"warning: {w}" for w in self.warnings],
             "",
         ]
         for r in rows:
@@ -155,6 +158,7 @@ class Comparison:
             f"Baseline `{self.baseline}`, candidate `{self.candidate}`; "
             f"significant = CI excludes 0 and |change| > {fmt(self.threshold_pct)}%.",
             "",
+            *[f"> **Warning:** {w}\n" for w in self.warnings],
         ]
         lines.append("| " + " | ".join(headers) + " |")
         lines.append("|" + "|".join("---" for _ in headers) + "|")
@@ -364,7 +368,8 @@ def compare_runs(
             raise BadResults(f"{rb.path / 'summary.json'}: no target {bt!r} (has {', '.join(rb.targets)})")
         if ct not in rc.targets:
             raise BadResults(f"{rc.path / 'summary.json'}: no target {ct!r} (has {', '.join(rc.targets)})")
-    return _run_compare(rb, rc, pairs, str(rb.path), str(rc.path), threshold_pct, confidence, resamples, seed)
+    cmp = _run_compare(rb, rc, pairs, str(rb.path), str(rc.path), threshold_pct, confidence, resamples, seed)
+    return replace(cmp, warnings=prefix_cache_warnings(rb, rc, pairs))
 
 
 def compare_targets(
