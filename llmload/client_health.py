@@ -2,19 +2,21 @@
 
 Two ways a busy client distorts a figure:
 
-* a read stamped by the client's clock (``timestamps.<target>.source: user``: TLS, another OS)
-  carries every greenlet switch, GC pause and competing process into TTFT and ITL. For such a
-  target the old rule stands: event-loop lag p99 above ``client.loop_lag_threshold_ms``, or CPU
-  above ``client.cpu_threshold_percent``, makes the run invalid (exit 3).
+* a read stamped by the client's clock (``timestamps.<target>.source: user``: TLS, another OS, or
+  ``mixed`` when the run's processes differed) carries every greenlet switch, GC pause and
+  competing process into TTFT and ITL. For such a target the old rule stands: event-loop lag p99
+  above ``client.loop_lag_threshold_ms``, or CPU above ``client.cpu_threshold_percent``, makes the
+  run invalid (exit 3).
 * a kernel-stamped read (llmload/stamps.py) is exact however late the client reads it; what a late
   read still loses is the gaps between the chunks it brought at once (one stamp for all). There,
   loop lag and CPU are diagnostics (``notes``), and a figure is flagged (``flags``) when the part
-  the stamps cannot correct may reach it: ITL when more than ``COALESCED_FLAG`` of the reads that
-  brought tokens brought several; TTFT when more than ``USER_READS_FLAG`` of the reads were
-  user-stamped (the first chunk came with the response headers) while the loop lag was over
-  its threshold.
+  the stamps cannot correct may reach it: ITL when more than ``COALESCED_FLAG`` of the target's
+  kernel-stamped reads brought several token chunks; TTFT when, with the loop lag over its
+  threshold, more than ``USER_FIRST_TOKENS_FLAG`` of its first tokens came with the response
+  headers (read inside the HTTP library, stamped in user space).
 
-A flag names the figure and why; it does not change the exit code. docs/results.md has the keys.
+A target with no reads at all (never reached, every request refused) is judged on nothing. A
+flag names the figure and why; it does not change the exit code. docs/results.md has the keys.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from llmload.results_model import ClientHealth, CpuPercent, FigureFlag, LoopLag,
 from llmload.scenario import Client
 from llmload.stamps import ReadStamps
 
-COALESCED_FLAG = 0.01  # share of kernel-stamped reads that brought several token-bearing chunks
-USER_READS_FLAG = 0.01  # share of a kernel-stamped target's reads stamped in user space
+COALESCED_FLAG = 0.01  # share of a target's kernel-stamped reads that brought several token chunks
+USER_FIRST_TOKENS_FLAG = 0.01  # share of a kernel-stamped target's first tokens stamped in user space
 
 
 def client_health(
@@ -33,16 +35,17 @@ def client_health(
 ) -> ClientHealth:
     """The ``client`` block: loop lag, CPU, read stamps per target, and what they make of the figures."""
     lag_s = lag.summary_ms()
-    cpu = {
-        "mean": round(sum(cpu_samples) / len(cpu_samples), 1) if cpu_samples else None,
-        "max": round(max(cpu_samples), 1) if cpu_samples else None,
-    }
+    cpu = CpuPercent(
+        mean=round(sum(cpu_samples) / len(cpu_samples), 1) if cpu_samples else None,
+        max=round(max(cpu_samples), 1) if cpu_samples else None,
+    )
     p99 = lag_s.get("p99")
     lagging = p99 is not None and p99 > client.loop_lag_threshold_ms
-    busy = cpu["max"] is not None and cpu["max"] > client.cpu_threshold_percent
-    kernel = sorted(t for t, s in stamps.items() if s.source == "kernel" and s.kernel_reads)
-    user = sorted(t for t in stamps if t not in kernel)
-    judged = bool(user) or not stamps  # some figure rests on user-space stamps
+    busy = cpu.max is not None and cpu.max > client.cpu_threshold_percent
+    read = {t: s for t, s in stamps.items() if s.kernel_reads + s.user_reads}
+    kernel = sorted(t for t, s in read.items() if s.source == "kernel" and s.kernel_reads)
+    user = sorted(t for t in read if t not in kernel)
+    judged = bool(user) or not read  # some figure rests on user-space stamps (or nothing was read)
     which = f" ({', '.join(user)}: user-space stamps)" if user and kernel else ""
     corrected = f": not in TTFT/ITL (kernel receive stamps: {', '.join(kernel)})"
     unreliable: list[str] = []
@@ -56,7 +59,7 @@ def client_health(
         else:
             notes.append(head + corrected)
     if busy:
-        head = f"client CPU reached {cpu['max']:.0f}% (threshold {client.cpu_threshold_percent:g}%)"
+        head = f"client CPU reached {cpu.max:.0f}% (threshold {client.cpu_threshold_percent:g}%)"
         if judged:
             unreliable.append(f"{head}: timings are not trustworthy")
         else:
@@ -66,27 +69,20 @@ def client_health(
         s = stamps[t]
         if s.coalesced_reads > COALESCED_FLAG * s.kernel_reads:
             share = s.coalesced_reads / s.kernel_reads
-            flags.append(
-                FigureFlag(
-                    target=t,
-                    metric="itl",
-                    why=f"{s.coalesced_reads} of {s.kernel_reads} reads ({share:.1%}) brought several "
-                    "chunks at once: the gaps between them are lost",
-                )
+            why = (
+                f"{s.coalesced_reads} of {s.kernel_reads} reads ({share:.1%}) brought several chunks at once: "
+                "the gaps between them are lost"
             )
-        reads = s.kernel_reads + s.user_reads
-        if lagging and s.user_reads > USER_READS_FLAG * reads:
-            flags.append(
-                FigureFlag(
-                    target=t,
-                    metric="ttft",
-                    why=f"{s.user_reads} of {reads} reads were stamped in user space (the first "
-                    f"chunk came with the headers) while the loop lag p99 was {p99:.1f} ms",
-                )
+            flags.append(FigureFlag(target=t, metric="itl", why=why))
+        if lagging and s.user_first_tokens > USER_FIRST_TOKENS_FLAG * s.first_tokens:
+            why = (
+                f"{s.user_first_tokens} of {s.first_tokens} first tokens came with the response headers "
+                f"(user-space stamps) while the loop lag p99 was {p99:.1f} ms"
             )
+            flags.append(FigureFlag(target=t, metric="ttft", why=why))
     return ClientHealth(
         loop_lag_ms=LoopLag.model_validate({k: lag_s.get(k) for k in ("count", "p50", "p99", "max")}),
-        cpu_percent=CpuPercent.model_validate(cpu),
+        cpu_percent=cpu,
         timestamps={t: ReadTimestamps.model_validate(s.summary()) for t, s in sorted(stamps.items())},
         unreliable=bool(unreliable),
         unreliable_reasons=unreliable,

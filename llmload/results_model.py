@@ -42,7 +42,10 @@ RunStatus = Literal["ok", "invalid", "degraded", "interrupted", "incomplete"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # A reader ignores keys it does not know: a newer llmload may add some within llmload.summary/1
+    # (a compare against an older baseline must still read it). What the writers put in is checked
+    # by round trips in tests/test_results_model.py: validate, dump, get the file back key for key.
+    model_config = ConfigDict(extra="ignore")
 
 
 class RequestLine(_Model):
@@ -140,10 +143,12 @@ class ClientDelay(_Model):
 class ReadTimestamps(_Model):
     """One target's body reads: how they were stamped (llmload/stamps.py)."""
 
-    source: Literal["kernel", "user"]
+    source: Literal["kernel", "user", "mixed"]
     kernel_reads: int
     user_reads: int
     coalesced_reads: int
+    first_tokens: int = 0
+    user_first_tokens: int = 0  # first tokens that came with the response headers (user-space stamp)
     client_delay_ms: ClientDelay
 
 
@@ -203,7 +208,7 @@ class RunBlock(_Model):
     status: RunStatus
     reasons: list[str]
     client: ClientHealth
-    slo: dict[str, Any] | None = None  # as the scenario gave it; report/slo.py's SloSpec validates it
+    slo: dict[str, Any] | None = None  # the SLOs that are set (slo_spec.SloSpec, validated on reading)
     telemetry: TelemetryInfo | None = None
     lost_workers: list[LostWorker] = []
     stop_reason: str | None = None

@@ -45,6 +45,7 @@ def settle(model: BaseModel, **values: Any) -> None:
     """Inside a model's own validator: set what validation resolved (the model is frozen after)."""
     for name, value in values.items():
         object.__setattr__(model, name, value)
+        model.__pydantic_fields_set__.add(name)  # set, as an assignment would be (exclude_unset dumps)
 
 
 class SimSpec(Strict):
@@ -205,7 +206,10 @@ class Client(Strict):
         "HTTP on Linux), or always with the client's clock when the read returns (docs/metrics.md)",
     )
     loop_lag_threshold_ms: float = Field(
-        25.0, gt=0, description="loop-lag p99 above this marks the run unreliable"
+        25.0,
+        gt=0,
+        description="loop-lag p99 above this makes the run invalid where its figures rest on user-space "
+        "stamps (a note with kernel stamps)",
     )
     cpu_threshold_percent: float = Field(90.0, gt=0, le=100)
 

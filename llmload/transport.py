@@ -112,6 +112,10 @@ class GeventResponse:
         self.waiting_first = True
         self.last_read = time.perf_counter()
         self.timed_out = False
+        self._stamp = (
+            0.0  # the last stamp given: stamps never go back (a late user-space stamp, then a kernel one)
+        )
+        self._kernel_stamped = False  # whether that stamp was the kernel's
 
     @property
     def retry_after_s(self) -> float | None:
@@ -125,9 +129,13 @@ class GeventResponse:
             return None
 
     def token_arrived(self) -> None:
-        """The stream client saw the first generated token: from now on, read_timeout applies."""
+        """The stream client saw the first generated token: from now on, read_timeout applies. The
+        read that brought it was the last one given, so its stamp is the TTFT's (counted by source)."""
         self.waiting_first = False
         self.limit = self.read_timeout
+        self._stamps.first_tokens += 1
+        if not self._kernel_stamped:
+            self._stamps.user_first_tokens += 1
 
     def _silence(self) -> str:
         if self.waiting_first:
@@ -152,7 +160,8 @@ class GeventResponse:
             data = bytes(buf)
             del buf[:]
             self._stamps.user_reads += 1
-            yield clock(), data
+            self._stamp = clock()
+            yield self._stamp, data
         if self.limit is not None:
             self.last_read = clock()
             _WATCHDOG.add(self)
@@ -166,6 +175,7 @@ class GeventResponse:
     ) -> Iterator[tuple[float, bytes]]:
         stamps = self._stamps
         kernel = stamps.source == "kernel"
+        ancillary: list[tuple[int, int, bytes]] = []
         while not resp.message_complete:
             sock = resp._sock
             if sock is None:
@@ -181,6 +191,7 @@ class GeventResponse:
                 if self.timed_out:
                     raise TimedOut(self._silence()) from e
                 raise ConnectFailed(str(e)) from e
+            wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
             t = clock()
             self.last_read = t
             if self.timed_out:
@@ -198,18 +209,21 @@ class GeventResponse:
                 if not resp.message_complete:
                     raise ConnectFailed("connection closed by the server before the body ended")
                 return
-            stamp = t
-            if kernel and ancillary:
-                sec, nsec = _TIMESPEC.unpack_from(ancillary[0][2])
-                delay = time.time() - (sec + nsec * 1e-9)  # both wall clock: the offset cancels
-                if 0.0 <= delay < _MAX_DELAY_S:
-                    stamp = t - delay
-                    stamps.kernel_reads += 1
-                    stamps.delay.record(delay)
-                else:
-                    stamps.user_reads += 1
+            stamp, by_kernel = t, False
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+                    sec, nsec = _TIMESPEC.unpack_from(payload)
+                    delay = wall - (sec + nsec * 1e-9)  # both wall clock: the offset cancels
+                    if 0.0 <= delay < _MAX_DELAY_S:
+                        stamp, by_kernel = t - delay, True
+                        stamps.delay.record(delay)
+            if by_kernel:
+                stamps.kernel_reads += 1
             else:
                 stamps.user_reads += 1
+            if stamp < self._stamp:  # never before a stamp already given (it was a late one)
+                stamp = self._stamp
+            self._stamp, self._kernel_stamped = stamp, by_kernel
             try:
                 resp.feed(data)
             except HTTPParseError as e:
@@ -260,7 +274,7 @@ class GeventTransport:
         # The target's read stamps (shared by its transports in one process); kernel stamps where
         # the socket can give them: plain HTTP on Linux (module docstring).
         self.stamps = stamps if stamps is not None else ReadStamps()
-        if kernel_stamps and KERNEL_STAMPS and url.scheme == "http":
+        if kernel_stamps and KERNEL_STAMPS and url.scheme == "http" and not self.stamps.refused:
             self.stamps.source = "kernel"
         self.base_path = url.path.rstrip("/") if url.path not in ("", "/") else ""
         self.client = client or HTTPClient.from_url(
@@ -305,7 +319,7 @@ class GeventTransport:
         try:
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         except OSError:
-            self.stamps.source = "user"
+            self.stamps.source, self.stamps.refused = "user", True
 
     def close(self) -> None:
         self.client.close()

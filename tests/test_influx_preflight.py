@@ -147,10 +147,11 @@ def test_a_server_that_never_answers_costs_the_timeout_and_no_thread() -> None:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        threads = threading.active_count()
+        before = set(threading.enumerate())
         t0 = time.monotonic()
         result = check(InfluxConfig(url=url), timeout_s=1.0)
         took = time.monotonic() - t0
     assert not result.reachable and result.detail == "no answer within 1 s"
-    assert 0.9 <= took < 5.0  # the bound, with room for a busy machine
-    assert threading.active_count() == threads  # no WriteApi, no async pool left behind
+    assert 0.9 <= took < 30.0  # the bound (a hang would be far longer; a busy machine only a little)
+    left = set(threading.enumerate()) - before
+    assert not left, left  # no WriteApi, no async pool left behind

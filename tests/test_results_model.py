@@ -12,7 +12,16 @@ import jsonschema
 
 from llmload.metrics import Histogram
 from llmload.records import STATUS_CLASSES
-from llmload.results_model import SCHEMAS, Latency, Status, Summary, schema_text
+from llmload.results_model import (
+    SCHEMAS,
+    Latency,
+    RequestLine,
+    Status,
+    Summary,
+    TelemetryRow,
+    TimeseriesRow,
+    schema_text,
+)
 from tests.conftest import ROOT, TOLERANT_CLIENT
 
 PUBLISHED = ROOT / "docs" / "schemas"
@@ -56,8 +65,11 @@ def test_a_real_run_matches_the_published_schemas(tmp_path: Path, sse_server: st
     summary = json.loads((out / "summary.json").read_text())
     jsonschema.validate(summary["run"], schema["summary-run"])
     jsonschema.validate(summary, schema["summary"])
-    # The model reads it back and writes it again key for key: readers and the file agree.
+    # The model reads it back and writes it again key for key: readers and the file agree (and a
+    # key a writer put in that the model does not know would be dropped here).
     assert Summary.model_validate(summary).dump() == summary
+    assert [RequestLine.model_validate(x).model_dump() for x in lines] == lines
+    assert [TimeseriesRow.model_validate(x).model_dump() for x in rows] == rows
     # And a line that breaks the shape is caught (the check is not vacuous).
     bad = dict(lines[0], status="fine")
     try:
@@ -93,6 +105,7 @@ def test_telemetry_rows_of_a_real_run_match_their_schema_and_load_typed(tmp_path
     assert {x["source"] for x in rows} >= {"engine"} and len({x["t"] for x in rows}) >= 2
     for x in rows:
         jsonschema.validate(x, schema)
+    assert [TelemetryRow.model_validate(x).model_dump(exclude_none=True) for x in rows] == rows
     run = load_run(out)
     assert len(run.telemetry) == len(rows) and len(run.timeseries) > 0 and len(run.requests) > 0
     assert {s.metric for s in run.telemetry} >= {"requests_finished_total", "generation_tokens_total"}

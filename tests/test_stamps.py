@@ -32,8 +32,8 @@ from tests.servers import require_binary, stop_process
 
 pytestmark = pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps: Linux on x86-64/arm64")
 
-BLOCK_S = 0.15  # the event loop is blocked this long, from 10 ms after the send
-FIRST_MS = 60  # the first token is written while the loop is blocked
+BLOCK_S = 0.3  # the event loop is blocked this long, from 10 ms after the send
+FIRST_MS = 40  # the first token is written while the loop is blocked (a server late by 270 ms is not)
 
 
 def first_chunk_error_ms(base_url: str, *, kernel: bool) -> tuple[float, ReadStamps]:
@@ -82,7 +82,10 @@ def test_kernel_stamps_see_through_a_blocked_event_loop(sse_server: str) -> None
         assert st.source == "user" and st.kernel_reads == 0 and st.delay.count == 0
     # the user-space stamp counts the blocked loop as server time; the kernel's does not
     assert min(user) >= 0.5 * (BLOCK_S * 1000 + 10 - FIRST_MS), user
-    assert abs(statistics.median(kernel)) <= 1.0, kernel
+    # within 1 ms of the server's write (the best of three: a server preempted between taking its
+    # stamp and writing is late on its own side), and a tenth of the user-space error at most
+    assert min(abs(e) for e in kernel) <= 1.0, kernel
+    assert statistics.median(kernel) <= 0.1 * statistics.median(user), (kernel, user)
     assert max(abs(e) for e in kernel) < min(user), (kernel, user)
 
 
@@ -100,7 +103,7 @@ def test_a_read_that_brings_several_chunks_is_counted(sse_server: str) -> None:
         ],
         [1, "data: [DONE]\n\n"],
     ]
-    # User-space stamps: one read takes whatever is queued (a late kernel-stamped read splits it)
+    # Counted by the parser whatever stamps the reads (user-space ones here)
     stamps = ReadStamps()
     tr = GeventTransport(sse_server, stamps=stamps, kernel_stamps=False)
     req = build_request(
@@ -113,8 +116,8 @@ def test_a_read_that_brings_several_chunks_is_counted(sse_server: str) -> None:
     rec = stream_request(tr, req, RequestRecord(target="t"))
     tr.close()
     assert rec.status == "ok" and rec.chunks == 5
-    assert 1 <= rec.coalesced_reads <= 2  # b, c, d at least (a busy host may join e to them)
-    assert stamps.user_reads >= 3 and stamps.kernel_reads == 0
+    assert rec.coalesced_reads >= 1  # b, c, d (a busy host may join more to them)
+    assert stamps.user_reads >= 1 and stamps.kernel_reads == 0
 
 
 def test_a_tls_target_keeps_user_space_stamps_and_says_so(tmp_path: Path) -> None:
@@ -166,8 +169,17 @@ def test_a_tls_target_keeps_user_space_stamps_and_says_so(tmp_path: Path) -> Non
     assert ts["client_delay_ms"]["count"] == 0
 
 
-def _stamps(source: str, kernel: int, user: int, coalesced: int) -> ReadStamps:
-    s = ReadStamps(source=source, kernel_reads=kernel, user_reads=user, coalesced_reads=coalesced)  # type: ignore[arg-type]
+def _stamps(
+    source: str, kernel: int, user: int, coalesced: int, firsts: int = 100, user_firsts: int = 0
+) -> ReadStamps:
+    s = ReadStamps(
+        source=source,  # type: ignore[arg-type]
+        kernel_reads=kernel,
+        user_reads=user,
+        coalesced_reads=coalesced,
+        first_tokens=firsts,
+        user_first_tokens=user_firsts,
+    )
     for _ in range(kernel):
         s.delay.record(0.0002)
     return s
@@ -189,8 +201,19 @@ def test_a_lagging_client_invalidates_only_figures_read_with_user_space_stamps()
     assert [(f.target, f.metric) for f in h.flags] == [("a", "itl")]
     assert h.timestamps["a"].client_delay_ms.count == 1000
     # first chunks read with the headers (user-space stamps) while the loop lagged: TTFT flagged
-    h = client_health(client, lag, [50.0], {"a": _stamps("kernel", 1000, 100, 0)})
+    h = client_health(client, lag, [50.0], {"a": _stamps("kernel", 1000, 100, 0, user_firsts=30)})
     assert [(f.target, f.metric) for f in h.flags] == [("a", "ttft")]
+    # header reads that did not bring the first token (a role chunk) flag nothing
+    h = client_health(client, lag, [50.0], {"a": _stamps("kernel", 1000, 100, 0, user_firsts=0)})
+    assert h.flags == [] and not h.unreliable
+    # a target never read (sequential, unreachable) is judged on nothing: it does not invalidate the run
+    h = client_health(
+        client, lag, [50.0], {"a": _stamps("kernel", 1000, 0, 0), "b": _stamps("user", 0, 0, 0, 0)}
+    )
+    assert not h.unreliable and len(h.notes) == 1
+    # processes that stamped differently (mixed) are judged as user-space stamps
+    h = client_health(client, lag, [50.0], {"a": _stamps("mixed", 500, 500, 0)})
+    assert h.unreliable
     # a TLS target read with user-space stamps: the run is invalid as before, and says which
     h = client_health(
         client, lag, [95.0], {"a": _stamps("kernel", 1000, 0, 0), "tls": _stamps("user", 0, 500, 0)}

@@ -8,6 +8,7 @@ its share of the requests (users, or open-loop arrivals) and ships deltas.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,8 @@ class LLMRun:
         run_id: str = "",
     ) -> None:
         self.env = environment
-        self.run_id = run_id or "llmload"
+        # In X-Request-Id: HTTP header text, whatever the scenario's name holds
+        self.run_id = re.sub(r"[^A-Za-z0-9._:-]", "_", run_id) or "llmload"
         self.sc = scenario
         self.role = role
         self.worker_id = worker_id
