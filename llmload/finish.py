@@ -17,6 +17,7 @@ from typing import Any
 import gevent
 
 from llmload.client_health import client_health
+from llmload.concurrency import max_open_streams
 from llmload.results_model import RunBlock, Summary
 from llmload.sinks.results import read_telemetry
 from llmload.summary import build_summary
@@ -102,6 +103,7 @@ def finalize(
         "influx": None,
         "steps": c.level_meta,
     }
+    c.results.flush()  # every request line on disk: the open streams per level are counted from them
     summary = build_summary(
         scenario=sc,
         agg=agg,
@@ -117,6 +119,7 @@ def finalize(
         client=health,
         extra_run=extra,
         telemetry=telemetry,
+        open_streams=max_open_streams(c.results.dir / "requests.jsonl"),
     )
     if publish is not None:
         summary.run.influx = publish(summary)

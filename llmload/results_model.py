@@ -326,6 +326,7 @@ class LevelTarget(_Model):
     throughput: Throughput
     rate: LevelRate | None = None
     users: int | None = None  # closed loop
+    max_open: int | None = None  # the most streams open at one moment (llmload/concurrency.py)
 
 
 Figures = TargetBlock | LevelTarget  # what an SLO or a chart reads from, a run's or a level's

@@ -115,6 +115,7 @@ def build_summary(
     client: ClientHealth,
     extra_run: dict[str, Any] | None = None,
     telemetry: list[TelemetryRow] | None = None,
+    open_streams: dict[tuple[str, str, str], int] | None = None,
 ) -> Summary:
     window = agg.window(exclude_warmup=True)
     everything = agg.window(exclude_warmup=False)
@@ -142,6 +143,8 @@ def build_summary(
                     level_duration_s=round(dur, 3),
                 )
                 b.users = meta.users
+            if open_streams is not None:
+                b.max_open = open_streams.get((ph, lv, t), 0)
         levels.append(Level(phase=ph, level=lv, value=_level_value(lv), targets=blocks))
     run: dict[str, Any] = {
         "run_id": run_id,

@@ -65,6 +65,7 @@ class SynthLevel:
     value: float
     users: int
     slowdown: float = 1.0
+    open_streams: int | None = None  # the most streams open at once (default: all its users)
 
 
 def _records(
@@ -357,7 +358,13 @@ def write_results_dir(
                 level=lv.level,
                 value=lv.value,
                 targets={
-                    t.name: _level_block(per_level[t.name][li], _span(per_level[t.name][li])) for t in targets
+                    t.name: _level_block(per_level[t.name][li], _span(per_level[t.name][li])).model_copy(
+                        update={
+                            "users": lv.users,
+                            "max_open": lv.users if lv.open_streams is None else lv.open_streams,
+                        }
+                    )
+                    for t in targets
                 },
             )
             for li, lv in enumerate(levels)

@@ -180,8 +180,17 @@ def test_sweep_gives_one_result_block_per_level(tmp_path: Path, sse_server: str)
     assert [x["level"] for x in lv] == ["c=1", "c=2", "c=4"]
     for x in lv:
         assert set(x["targets"]) == {"a", "b"}
-        for t in x["targets"].values():
+        for name, t in x["targets"].items():
             assert t["requests"]["sent"] > 0 and t["users"] == x["value"]
+            # the most streams open at once, counted here from the lines as the summary says it is
+            mine = sorted(
+                (e, d)
+                for r in lines
+                if r["target"] == name and r["level"] == x["level"]
+                for e, d in ((r["start_time"], 1), (r["start_time"] + (r["e2e_ms"] or 0) / 1000, -1))
+            )
+            open_now = [sum(d for _, d in mine[: i + 1]) for i in range(len(mine))]
+            assert t["max_open"] == max(open_now) <= x["value"]
     assert {x["level"] for x in lines} >= {"c=1", "c=2", "c=4"}
     # more streams, more requests per second (the fast server is far from saturation)
     rps = [x["targets"]["a"]["rate"]["achieved"] for x in lv]

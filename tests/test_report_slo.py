@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from llmload.report.cli import report_main
+from llmload.report.levels import capacity_results, level_rows
+from llmload.report.levels import verdicts as level_verdicts
 from llmload.report.results import load_run
 from llmload.report.slo import (
-    best_levels,
     evaluate_slos,
     goodput,
     goodput_by_target,
@@ -124,7 +126,7 @@ def test_best_level_is_the_highest_sweep_level_that_meets_every_slo(tmp_path: Pa
         for t in ("steady", "weak")
     }
     threshold = (p99[("c=16", "steady")] + p99[("c=64", "steady")]) / 2
-    verdicts = best_levels(Summary.model_validate(summary), SloSpec(ttft_p99_ms=threshold))
+    verdicts = level_verdicts(level_rows(Summary.model_validate(summary), SloSpec(ttft_p99_ms=threshold)))
     expected = {
         t: max((lv.value for lv in levels if p99[(lv.level, t)] <= threshold), default=None)
         for t in ("steady", "weak")
@@ -133,3 +135,46 @@ def test_best_level_is_the_highest_sweep_level_that_meets_every_slo(tmp_path: Pa
     assert verdicts["weak"].best_value == expected["weak"]
     assert expected["weak"] is not None and expected["weak"] < 16
     assert "c=64" in verdicts["steady"].failed_levels
+
+
+@pytest.mark.parametrize(("min_capacity", "code"), [(16, 0), (64, 1), (None, 0)])
+def test_a_sweep_is_judged_on_its_capacity_not_on_whole_run_figures(
+    tmp_path: Path, min_capacity: int | None, code: int
+) -> None:
+    """The top level misses the SLO (as a sweep's top levels do); the run passes when its capacity
+    reaches min_capacity, and when none is set, when some level met every SLO."""
+    levels = [SynthLevel(f"c={c}", c, c, slowdown=s) for c, s in ((1, 1.0), (4, 1.5), (16, 3.0), (64, 6.0))]
+    d = write_results_dir(
+        tmp_path / "sweep", [SynthTarget("steady", ttft_ms=40)], requests_per_target=40, levels=levels
+    )
+    summary = _summary(d)
+    p99 = {lv["level"]: lv["targets"]["steady"]["latency_ms"]["ttft"]["p99"] for lv in summary["levels"]}
+    slo: dict[str, float] = {"ttft_p99_ms": (p99["c=16"] + p99["c=64"]) / 2}
+    assert summary["targets"]["steady"]["latency_ms"]["ttft"]["p99"] > slo["ttft_p99_ms"]  # whole run: missed
+    if min_capacity is not None:
+        slo["min_capacity"] = min_capacity
+    summary["run"]["slo"] = slo
+    (d / "summary.json").write_text(json.dumps(summary))
+    assert report_main([str(d)]) == code
+    md = (d / "report.md").read_text()
+    assert "### Levels" in md and "| c=64 | steady | 64 streams | 64 |" in md
+    assert "| steady | c=16 |" in md  # the capacity
+
+
+def test_a_level_that_never_reached_its_load_cannot_be_the_capacity(tmp_path: Path) -> None:
+    levels = [
+        SynthLevel("c=4", 4, 4),
+        SynthLevel("c=16", 16, 16),
+        SynthLevel("c=64", 64, 64, open_streams=40),
+    ]
+    d = write_results_dir(
+        tmp_path / "sweep", [SynthTarget("t", ttft_ms=10)], requests_per_target=40, levels=levels
+    )
+    summary = Summary.model_validate(_summary(d))
+    rows = level_rows(summary, SloSpec(ttft_p99_ms=1e6, min_capacity=64))
+    assert [r.short for r in rows] == [None, None, "at most 40 of 64 streams open"]
+    assert all(r.met for r in rows)  # every level met the SLO ...
+    [v] = level_verdicts(rows).values()
+    assert (v.best_level, v.short_levels) == ("c=16", ("c=64",))  # ... but c=64 never had its 64 streams
+    [r] = capacity_results(rows, SloSpec(ttft_p99_ms=1e6, min_capacity=64))
+    assert not r.passed and (r.measured, r.threshold) == (16, 64)

@@ -41,6 +41,7 @@ from llmload.locust.telemetry_hook import (
 from llmload.locust.users import make_user_class
 from llmload.locust.waits import watch_master, watch_workers
 from llmload.rebuild import RUN_INFO, run_info
+from llmload.report.levels import summary_text
 from llmload.results_model import Summary
 from llmload.scenario import validate_data
 from llmload.sinks.terminal import render_table
@@ -303,6 +304,9 @@ def finish_run(environment: Any, **_: Any) -> None:
         st.summary, st.exit_code = summary, code
         c.results.close()
         print("\n" + render_table(summary), flush=True)
+        levels = summary_text(summary)  # a sweep: each level judged on its own figures
+        if levels:
+            print("\n" + levels, flush=True)
         print(f"results: {c.results.dir}", flush=True)
         print(f"verdict: {summary.run.verdict}", flush=True)
         environment.process_exit_code = code

@@ -20,6 +20,7 @@ from llmload.report.engine import (
     agreement_rows,
     engine_summaries,
 )
+from llmload.report.levels import table_rows
 from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
 from llmload.report.slo import fmt
 
@@ -136,18 +137,23 @@ def _slo(rep: Report) -> str:
         for r in rep.slo_results
     ]
     out.append(_table(["target", "SLO", "threshold", "measured", "result"], rows))
-    if rep.levels:
+    if rep.level_rows:
+        headers, cells = table_rows(rep.level_rows, rep.slo)
+        out.append(
+            '<h3 id="levels">Levels</h3><p>Each level judged on its own figures; the run on each '
+            "target's capacity (the highest level that met every SLO at the load it asked for).</p>"
+        )
+        out.append(_table(headers, [[_e(c) for c in row] for row in cells]))
         rows = [
             [
                 _e(v.target),
                 _e(v.best_level or "none"),
-                _e(fmt(v.best_value)),
                 _e(", ".join(v.failed_levels) or "-"),
+                _e(", ".join(v.short_levels) or "-"),
             ]
             for v in rep.levels.values()
         ]
-        out.append("<p>Sweep: highest level that met every SLO</p>")
-        out.append(_table(["target", "best level", "value", "levels that missed"], rows, (3,)))
+        out.append(_table(["target", "capacity", "levels that missed", "short levels"], rows, (2,)))
     return "".join(out)
 
 

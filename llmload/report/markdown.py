@@ -11,6 +11,7 @@ from llmload.report.engine import (
     agreement_rows,
     engine_summaries,
 )
+from llmload.report.levels import table_rows
 from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
 from llmload.report.slo import fmt
 
@@ -85,10 +86,23 @@ def render_markdown_report(rep: Report) -> str:
                 "",
                 "Goodput: requests/s that met every per-request SLO (ttft, e2e, tpot, largest gap).",
             ]
-        if rep.levels:
-            lines += ["", "Sweep: highest level that met every SLO", ""]
-            rows = [[v.target, v.best_level or "none", fmt(v.best_value)] for v in rep.levels.values()]
-            lines += _table(["target", "best level", "value"], rows)
+    if rep.level_rows:
+        headers, cells = table_rows(rep.level_rows, rep.slo)
+        lines += [
+            "",
+            "### Levels",
+            "",
+            "Each level judged on its own figures; the run on each target's capacity:",
+            "",
+        ]
+        lines += _table(headers, cells)
+        rows = [
+            [v.target, v.best_level or "none", ", ".join(v.short_levels) or "-"] for v in rep.levels.values()
+        ]
+        lines += [
+            "",
+            *_table(["target", "capacity (highest level that met every SLO)", "short levels"], rows),
+        ]
     lines += ["", "### Verdicts", ""]
     for v in rep.verdicts():
         mark = "PASS" if v.passed else "FAIL"

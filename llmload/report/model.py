@@ -11,11 +11,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from llmload.report.efficiency import Efficiency, efficiency
+from llmload.report.levels import LevelRow, LevelVerdict, capacity_results, level_rows, verdicts
 from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.slo import (
-    LevelVerdict,
     SloResult,
-    best_levels,
     evaluate_slos,
     fmt,
     goodput_by_target,
@@ -59,7 +58,8 @@ class Report:
     slo: SloSpec | None
     slo_results: list[SloResult]
     goodput: dict[str, float | None]
-    levels: dict[str, LevelVerdict]
+    levels: dict[str, LevelVerdict]  # sweeps: each target's capacity (report/levels.py)
+    level_rows: list[LevelRow]
     efficiency: list[Efficiency]
 
     @property
@@ -152,11 +152,15 @@ def build_report(results_dir: Path | str) -> Report:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err.get("loc", ()))
         raise BadResults(f"{run.path / 'summary.json'}: field 'run.slo.{loc}': {err.get('msg')}") from None
+    rows = level_rows(run.summary, slo)
+    # A sweep is judged on its capacity, level by level; any other run on its whole-run figures.
+    results = capacity_results(rows, slo) if rows else (evaluate_slos(run.summary, slo) if slo else [])
     return Report(
         run=run,
         slo=slo,
-        slo_results=evaluate_slos(run.summary, slo) if slo else [],
+        slo_results=results,
         goodput=goodput_by_target(run, slo),
-        levels=best_levels(run.summary, slo) if slo else {},
+        levels=verdicts(rows),
+        level_rows=rows,
         efficiency=efficiency(run),
     )

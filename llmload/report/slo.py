@@ -47,6 +47,7 @@ SLO_KEYS: dict[str, tuple[Callable[[Figures], float | None], str, bool]] = {
     "e2e_p99_ms": (lambda b: latency(b, "e2e").p99, "ms", True),
     "error_rate": (_error_rate, "", True),
     "min_output_tok_s": (lambda b: b.throughput.output_tok_s, "tok/s", False),
+    "min_capacity": (lambda b: None, "", False),  # a sweep's, from its levels (report/levels.py)
 }
 
 
@@ -101,7 +102,7 @@ def measured_value(block: Figures, key: str) -> float | None:
 
 def evaluate_block(target: str, block: Figures, slo: SloSpec, level: str | None = None) -> list[SloResult]:
     out: list[SloResult] = []
-    for key, threshold in slo.active().items():
+    for key, threshold in slo.figures().items():
         m = measured_value(block, key)
         lower_is_better = SLO_KEYS[key][2]
         passed = m is not None and (m <= threshold if lower_is_better else m >= threshold)
@@ -158,46 +159,4 @@ def goodput_by_target(run: RunData, slo: SloSpec | None) -> dict[str, float | No
             out[target] = None
             continue
         out[target] = goodput(run.target_requests(target), slo, run.window_s(target))
-    return out
-
-
-@dataclass(frozen=True)
-class LevelVerdict:
-    """For a sweep: per target, the highest level whose figures met every SLO."""
-
-    target: str
-    best_level: str | None
-    best_value: float | None
-    passed_levels: tuple[str, ...]
-    failed_levels: tuple[str, ...]
-
-
-def best_levels(summary: Summary, slo: SloSpec) -> dict[str, LevelVerdict]:
-    """Per target, the highest sweep level (by ``value``, else run order) that met every SLO."""
-    levels = summary.levels
-    if not levels:
-        return {}
-    out: dict[str, LevelVerdict] = {}
-    for target in summary.targets:
-        passed: list[tuple[float, int, str, float | None]] = []
-        failed: list[str] = []
-        for i, lv in enumerate(levels):
-            block = lv.targets.get(target)
-            if block is None:
-                continue
-            label, value = lv.level, lv.value
-            ok = all(r.passed for r in evaluate_block(target, block, slo, label))
-            if ok:
-                key = value if value is not None else float(i)
-                passed.append((key, i, label, value))
-            else:
-                failed.append(label)
-        best = max(passed) if passed else None
-        out[target] = LevelVerdict(
-            target,
-            best[2] if best else None,
-            best[3] if best else None,
-            tuple(p[2] for p in sorted(passed, key=lambda p: p[1])),
-            tuple(failed),
-        )
     return out
