@@ -88,7 +88,11 @@ def test_the_salt_leads_every_prompt_of_a_run_and_keeps_shared_prefixes_shared()
     assert all(t.startswith("[run-abc] ") for t in texts)
     assert texts[0].split("Question")[0] == texts[2].split("Question")[0]  # group 0 still shares its prefix
     plain = WorkloadSource(sc.workload.model_copy(update={"salt": False}))
-    assert plain.get(0).messages[0]["content"] == texts[0].removeprefix("[run-abc] ")
+    unsalted = plain.get(0).messages[0]["content"]
+    assert not unsalted.startswith("[")
+    # the salt counts within the prompt's size: as many words (tokens, with a tokenizer) either way
+    assert len(texts[0].split("Question")[0].split()) == len(unsalted.split("Question")[0].split()) == 32
+    assert src.get(0).prompt_tokens_est == plain.get(0).prompt_tokens_est
     with pytest.raises(Exception, match="salt"):
         parse_scenario(
             "targets: [{name: a, kind: openai, base_url: 'http://x', model: m}]\nworkload: {salt: 'a b'}\n"

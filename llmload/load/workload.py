@@ -81,14 +81,33 @@ class WorkloadSource:
         """The local tokenizer's count, for servers that send no usage (None without one)."""
         return self.count_tokens if self._tok is not None else None
 
-    def text(self, rng: random.Random, n: int) -> str:
-        """Prompt text of ``n`` tokens: exact by the tokenizer when one is given, else ``n`` words."""
+    def text(self, rng: random.Random, n: int, lead: str = "") -> str:
+        """Prompt text of ``n`` tokens: exact by the tokenizer when one is given, else ``n`` words;
+        ``lead`` (the salt) starts it and counts among the ``n``."""
         if self._tok is None:
-            return words(rng, n)
-        return sized_text(self._tok, rng, n)
+            return f"{lead} {words(rng, n - 1)}" if lead and n > 1 else words(rng, n)
+        return sized_text(self._tok, rng, n, prefix=f"{lead} " if lead else "")
+
+    @property
+    def _lead(self) -> str:
+        """The salt as the prompt's first word: the system prompt's when there is one, else the user
+        text's (generated texts carry it within their size)."""
+        salt = self.wl.salt
+        return f"[{salt}]" if isinstance(salt, str) else ""
 
     def _system(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.wl.system_prompt}] if self.wl.system_prompt else []
+        if not self.wl.system_prompt:
+            return []
+        lead = self._lead
+        return [
+            {
+                "role": "system",
+                "content": f"{lead} {self.wl.system_prompt}" if lead else self.wl.system_prompt,
+            }
+        ]
+
+    def _user_lead(self) -> str:
+        return "" if self.wl.system_prompt else self._lead
 
     def get(self, i: int) -> RequestSpec:
         wl = self.wl
@@ -96,13 +115,18 @@ class WorkloadSource:
         max_tokens = sample_length(wl.output_tokens, rng)
         if wl.kind == "synthetic":
             if wl.prompts:
-                text = wl.prompts[i % len(wl.prompts)]
+                lead = self._user_lead()
+                text = (
+                    f"{lead} {wl.prompts[i % len(wl.prompts)]}" if lead else wl.prompts[i % len(wl.prompts)]
+                )
             else:
-                text = self.text(rng, sample_length(wl.input_tokens, rng))
+                text = self.text(rng, sample_length(wl.input_tokens, rng), self._user_lead())
             msgs = [*self._system(), {"role": "user", "content": text}]
         elif wl.kind == "prefix":
             group = i % wl.prefix_groups
-            prefix = self.text(random.Random(f"{wl.seed}:prefix:{group}"), wl.prefix_tokens)
+            prefix = self.text(
+                random.Random(f"{wl.seed}:prefix:{group}"), wl.prefix_tokens, self._user_lead()
+            )
             text = (
                 prefix + "\n\nQuestion " + str(i) + ": " + self.text(rng, sample_length(wl.input_tokens, rng))
             )
@@ -112,20 +136,14 @@ class WorkloadSource:
         else:
             assert self._items is not None
             msgs, out_len = self._items[i % len(self._items)]
+            lead = self._user_lead()
+            if lead and msgs:  # a dataset's prompt, as it is, after the salt
+                msgs = [{**msgs[0], "content": f"{lead} {msgs[0]['content']}"}, *msgs[1:]]
             msgs = [*self._system(), *msgs]
             if out_len is not None:
                 max_tokens = out_len
-        msgs = self._salted(msgs)
         est = sum(self.count_tokens(m["content"]) for m in msgs)
         return RequestSpec(i, msgs, max_tokens, est)
-
-    def _salted(self, msgs: list[dict[str, str]]) -> list[dict[str, str]]:
-        """The run's salt at the start of the first message: every prompt of the run shares it (so
-        prefixes shared within the run stay shared), and no prompt of another run starts the same."""
-        salt = self.wl.salt
-        if not isinstance(salt, str) or not msgs:
-            return msgs
-        return [{**msgs[0], "content": f"[{salt}] {msgs[0]['content']}"}, *msgs[1:]]
 
     def _turn(self, i: int) -> RequestSpec:
         """Index i = session * turns_max + turn; history holds earlier turns of the session.
@@ -142,11 +160,13 @@ class WorkloadSource:
         max_tokens = 0
         for t in range(turn + 1):
             trng = random.Random(f"{wl.seed}:session:{session}:turn:{t}")
-            msgs.append({"role": "user", "content": self.text(trng, sample_length(wl.input_tokens, trng))})
+            lead = self._user_lead() if t == 0 else ""
+            msgs.append(
+                {"role": "user", "content": self.text(trng, sample_length(wl.input_tokens, trng), lead)}
+            )
             max_tokens = sample_length(wl.output_tokens, trng)
             if t < turn:
                 msgs.append({"role": "assistant", "content": words(trng, max_tokens)})
-        msgs = self._salted(msgs)
         est = sum(self.count_tokens(m["content"]) for m in msgs)
         spec = RequestSpec(i, msgs, max_tokens, est, session=session, turn=turn, think_time=wl.think_time)
         spec.turn = turn if turn < n_turns else n_turns - 1
@@ -230,13 +250,13 @@ def _sharegpt_item(conv: Any, path: Path, n: int) -> tuple[list[dict[str, str]],
     return [{"role": "user", "content": human["value"]}], out
 
 
-def sized_text(tok: Any, rng: random.Random, n: int) -> str:
-    """Words cut to exactly ``n`` tokens by ``tok`` (a ``tokenizers.Tokenizer``).
+def sized_text(tok: Any, rng: random.Random, n: int, prefix: str = "") -> str:
+    """``prefix`` and words, cut to exactly ``n`` tokens by ``tok`` (a ``tokenizers.Tokenizer``).
 
     Cutting the token ids and decoding them can re-encode to a different count where the cut
     splits a merge, so nearby cuts are tried until one re-encodes to ``n``.
     """
-    text = words(rng, n + 8)
+    text = prefix + words(rng, n + 8)
     ids = tok.encode(text, add_special_tokens=False).ids
     while len(ids) < n + 8:
         text += " " + words(rng, n + 8)
