@@ -29,10 +29,11 @@ from pydantic import (
 from llmload.durations import Duration, Timeout
 from llmload.load.executors import Phase, phases_from_shorthand
 from llmload.load.lengths import Length
+from llmload.scenario_errors import check_unique_names, input_error
 from llmload.secrets import redact
 from llmload.sinks.influx_config import InfluxConfig
 from llmload.slo_spec import SloSpec
-from llmload.yamlsrc import InputError, apply_overrides, dotted, line_for, load_yaml, parse_yaml
+from llmload.yamlsrc import InputError, apply_overrides, load_yaml, parse_yaml
 
 TARGET_KINDS = ("vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim")
 
@@ -309,109 +310,15 @@ def validate_data(
     """The validated scenario, or InputError naming the file's line and field.
 
     ``file_data`` is the data as the file had it before ``--set`` edits: a bad value that an edit
-    put there is blamed on ``--set``, not on a line of the file.
+    put there is blamed on ``--set``, not on a line of the file (llmload/scenario_errors.py).
     """
     if not isinstance(data, dict):
         raise InputError(f"{source}:1: the scenario must be a mapping with at least `targets`")
-    _check_unique_names(data, lines, source)
+    check_unique_names(data, lines, source)
     try:
-        sc = Scenario.model_validate(data).model_copy(update={"source": source})
+        return Scenario.model_validate(data).model_copy(update={"source": source})
     except ValidationError as e:
-        errors = [(_real_loc(data, _loc(err)), err) for err in e.errors()]
-        # A union (an int or a distribution, say) reports one error per member: show the member
-        # the input was meant for (not "a valid integer" for a mapping), the most specific place.
-        loc, err = min(errors, key=lambda le: (le[1]["type"].endswith("_type"), -len(le[0])))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "missing":
-            msg = "required field is missing"
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        elif err["type"] == "literal_error":
-            msg = f"{msg}, got {err.get('input')!r}"
-        others = {x for x, _ in errors} - {loc}
-        more = f" (and {len(others)} more)" if others else ""
-        value = _value_at(data, loc)
-        if file_data is not None and value != _value_at(file_data, loc):  # the command line put it there
-            shown = "" if value is _MISSING else f"={value!r}"
-            raise InputError(f"--set {dotted(loc)}{shown}: {msg}{more}") from None
-        line = line_for(lines, loc)
-        where = f"{source}:{line}" if line else source
-        raise InputError(f"{where}: {dotted(loc)}: {msg}{more}") from None
-    return sc
-
-
-def _loc(err: Any) -> tuple[Any, ...]:
-    return tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
-
-
-_MISSING = object()
-
-
-def _value_at(data: Any, loc: tuple[Any, ...]) -> Any:
-    cur = data
-    for part in loc:
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and -len(cur) <= part < len(cur):
-            cur = cur[part]
-        else:
-            return _MISSING
-    return cur
-
-
-def _check_unique_names(data: dict[str, Any], lines: dict[tuple[Any, ...], int], source: str) -> None:
-    """Target names are keys in every output: the second use of a name is the error, at its line."""
-    targets = data.get("targets")
-    if not isinstance(targets, list):
-        return
-    first: dict[str, int] = {}
-    for i, t in enumerate(targets):
-        name = t.get("name") if isinstance(t, dict) else None
-        if not isinstance(name, str):
-            continue
-        if name in first:
-            line = line_for(lines, ("targets", i, "name"))
-            seen = line_for(lines, ("targets", first[name], "name"))
-            raise InputError(
-                f"{source}:{line}: targets[{i}].name: target name {name!r} is used twice (first at line {seen})"
-            )
-        first[name] = i
-
-
-_NOISE = {
-    "int",
-    "float",
-    "str",
-    "bool",
-    "dict[str,any]",
-    "list[str]",
-    "constant-vus",
-    "ramping-vus",
-    "constant-arrival-rate",
-    "ramping-arrival-rate",
-    "sweep",
-}
-
-
-def _real_loc(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Keep the parts of a pydantic error location that are fields of the file (drop union/type tags)."""
-    out: list[Any] = []
-    cur = data
-    for i, part in enumerate(loc):
-        if isinstance(cur, dict) and part in cur:
-            out.append(part)
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
-            out.append(part)
-            cur = cur[part]
-        elif isinstance(part, str) and (
-            part in _NOISE or part[:1].isupper() or "[" in part or part.startswith("constrained-")
-        ):
-            continue  # a union member's type name, not a field
-        elif i == len(loc) - 1 or isinstance(cur, dict):
-            out.append(part)  # a missing or unknown field
-            cur = None
-    return tuple(out)
+        raise input_error(e, data, lines, source, file_data) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
