@@ -33,8 +33,9 @@ The request body's ``llmload_test`` object chooses the behaviour:
   list, in arrival order; GET /llmload_test/stats?key=K says how many arrived, per spec.
 
 Requests that carry ``X-Request-Id`` (llmload sends ``<run_id>-<target>-<index>``) are logged in
-timed mode: GET /llmload_test/requests answers ``{id: {"arrived": t, "first_sent": t}}`` (the
-server's CLOCK_MONOTONIC when the request was read and when its first content chunk was written),
+timed mode: GET /llmload_test/requests answers ``{id: {"arrived": t, "first_sent": t, "first_sent_wall": t}}``
+(the server's CLOCK_MONOTONIC when the request was read and when its first content chunk was
+written, and the wall clock at that write, the clock of requests.jsonl's ``start_time``),
 so a benchmark joins each line of requests.jsonl to what the server did for it.
 
 Any other path answers /health and /v1/models so readiness checks pass.
@@ -263,6 +264,7 @@ class Conn(asyncio.Protocol):
                 ev["choices"][0]["finish_reason"] = "length"
             if i == 0 and log is not None:
                 log["first_sent"] = ev["x_ts"]  # type: ignore[assignment]
+                log["first_sent_wall"] = time.time()
             self.write(chunk(b"data: " + json.dumps(ev).encode() + b"\n\n"))
             if i == n - 1:
                 usage = {"prompt_tokens": 10, "completion_tokens": n * k, "total_tokens": 10 + n * k}
