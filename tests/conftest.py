@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -83,6 +84,32 @@ def sim_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
 # Functional tests check behaviour, not timing quality: a busy 2-core CI host must not turn their
 # runs into "client overloaded" (exit 3). tests/test_timing.py and `make bench` judge accuracy.
 TOLERANT_CLIENT = "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}"
+
+
+def llmload_run(
+    scenario: Path, results: Path, *extra: str, env: dict[str, str] | None = None, timeout: float = 180
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``llmload run SCENARIO --results RESULTS --no-reports EXTRA...`` and its summary.json ({} without)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmload",
+            "run",
+            str(scenario),
+            "--results",
+            str(results),
+            "--no-reports",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+    summary_path = results / "summary.json"
+    return out, (json.loads(summary_path.read_text()) if summary_path.is_file() else {})
 
 
 def two_sim_scenario(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import get_args
 
@@ -22,7 +20,7 @@ from llmload.results_model import (
     TimeseriesRow,
     schema_text,
 )
-from tests.conftest import ROOT, TOLERANT_CLIENT
+from tests.conftest import ROOT, TOLERANT_CLIENT, llmload_run
 
 PUBLISHED = ROOT / "docs" / "schemas"
 
@@ -46,13 +44,7 @@ def test_a_real_run_matches_the_published_schemas(tmp_path: Path, sse_server: st
         "load: {users: 2, duration: 5s, warmup: 0s}\n"
     )
     out = tmp_path / "r"
-    r = subprocess.run(
-        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--no-reports", "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    r, _ = llmload_run(scn, out, "--quiet")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     schema = {n: json.loads((PUBLISHED / f"{n}.schema.json").read_text()) for n in SCHEMAS}
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
@@ -92,13 +84,7 @@ def test_telemetry_rows_of_a_real_run_match_their_schema_and_load_typed(tmp_path
         "load: {users: 2, duration: 3s}\n"
     )
     out = tmp_path / "r"
-    r = subprocess.run(
-        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--no-reports", "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    r, _ = llmload_run(scn, out, "--quiet")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     schema = json.loads((PUBLISHED / "telemetry-row.schema.json").read_text())
     rows = [json.loads(x) for x in (out / "telemetry.jsonl").read_text().splitlines()]

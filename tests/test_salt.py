@@ -4,8 +4,6 @@ whose /metrics counts prefix-cache queries and hits the way vLLM does)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -15,7 +13,7 @@ from collectors.engine_metrics import normalise
 from llmload.load.workload import WorkloadSource
 from llmload.report.compare import compare_runs
 from llmload.scenario import parse_scenario
-from tests.conftest import ROOT, TOLERANT_CLIENT
+from tests.conftest import TOLERANT_CLIENT, llmload_run
 
 
 def prefix_counters(base_url: str) -> tuple[float, float]:
@@ -35,22 +33,7 @@ def run(base_url: str, tmp_path: Path, name: str, salt: str) -> tuple[float, dic
         "load: {users: 2, max_requests: 12}\n"
     )
     q0, h0 = prefix_counters(base_url)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "llmload",
-            "run",
-            str(scenario),
-            "--results",
-            str(tmp_path / name),
-            "--no-reports",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
+    out, _ = llmload_run(scenario, tmp_path / name)
     assert out.returncode == 0, out.stderr[-3000:]
     q1, h1 = prefix_counters(base_url)
     assert q1 > q0

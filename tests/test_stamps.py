@@ -27,7 +27,7 @@ from llmload.records import RequestRecord
 from llmload.scenario import Client
 from llmload.stamps import ReadStamps
 from llmload.transport import KERNEL_STAMPS, GeventTransport
-from tests.conftest import ROOT, start_port_file_process
+from tests.conftest import ROOT, llmload_run, start_port_file_process
 from tests.servers import require_binary, stop_process
 
 pytestmark = pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps: Linux on x86-64/arm64")
@@ -142,23 +142,7 @@ def test_a_tls_target_keeps_user_space_stamps_and_says_so(tmp_path: Path) -> Non
             "load: {users: 2, max_requests: 8}\n"
             "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
         )
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "llmload",
-                "run",
-                str(scenario),
-                "--results",
-                str(tmp_path / "r"),
-                "--no-reports",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=ROOT,
-            env={**os.environ, "SSL_CERT_FILE": str(cert)},  # the readiness check trusts it
-        )
+        out, _ = llmload_run(scenario, tmp_path / "r", env={**os.environ, "SSL_CERT_FILE": str(cert)})
     finally:
         stop_process(server)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -206,6 +190,14 @@ def test_a_lagging_client_invalidates_only_figures_read_with_user_space_stamps()
     # header reads that did not bring the first token (a role chunk) flag nothing
     h = client_health(client, lag, [50.0], {"a": _stamps("kernel", 1000, 100, 0, user_firsts=0)})
     assert h.flags == [] and not h.unreliable
+    # no loop lag over its threshold, but the kernel saw the client read 2 ms late: flagged too
+    quiet_loop = Histogram()
+    quiet_loop.record(0.001)
+    slow = _stamps("kernel", 1000, 100, 0, user_firsts=30)
+    slow.delay = Histogram()
+    slow.delay.record(0.002, n=1000)
+    h = client_health(client, quiet_loop, [50.0], {"a": slow})
+    assert [(f.target, f.metric) for f in h.flags] == [("a", "ttft")] and h.notes == []
     # a target never read (sequential, unreachable) is judged on nothing: it does not invalidate the run
     h = client_health(
         client, lag, [50.0], {"a": _stamps("kernel", 1000, 0, 0), "b": _stamps("user", 0, 0, 0, 0)}
@@ -239,22 +231,7 @@ def test_every_request_carries_an_id_the_server_logs_and_the_times_agree(
         "load: {users: 4, max_requests: 24}\n"
         "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "llmload",
-            "run",
-            str(scenario),
-            "--results",
-            str(tmp_path / "r"),
-            "--no-reports",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
+    out, _ = llmload_run(scenario, tmp_path / "r")
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     run_id = summary["run"]["run_id"]
@@ -283,22 +260,7 @@ def test_loop_lag_over_its_threshold_invalidates_only_user_space_stamped_runs(
         "load: {users: 2, max_requests: 10}\n"
         f"client: {{timestamps: {stamps}, loop_lag_threshold_ms: 0.000001}}\n"
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "llmload",
-            "run",
-            str(scenario),
-            "--results",
-            str(tmp_path / "r"),
-            "--no-reports",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
+    out, _ = llmload_run(scenario, tmp_path / "r")
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     client = summary["run"]["client"]
     assert client["timestamps"]["t"]["source"] == stamps
