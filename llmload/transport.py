@@ -112,10 +112,10 @@ class GeventResponse:
         self.waiting_first = True
         self.last_read = time.perf_counter()
         self.timed_out = False
-        self._stamp = (
-            0.0  # the last stamp given: stamps never go back (a late user-space stamp, then a kernel one)
-        )
-        self._kernel_stamped = False  # whether that stamp was the kernel's
+        # The last stamp given, and whether the kernel's: stamps never go back (a late user-space
+        # stamp for the bytes read with the headers, then an earlier kernel one, keeps the later).
+        self._stamp = 0.0
+        self._kernel_stamped = False
 
     @property
     def retry_after_s(self) -> float | None:
