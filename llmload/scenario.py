@@ -139,7 +139,7 @@ class Target(Strict):
 
 
 class Workload(Strict):
-    kind: Literal["synthetic", "jsonl", "sharegpt", "prefix", "multiturn"] = "synthetic"
+    kind: Literal["synthetic", "jsonl", "sharegpt", "prefix", "multiturn", "trace"] = "synthetic"
     seed: int = 42
     input_tokens: Length = Field(128, description="prompt length in tokens (approximated by words)")
     output_tokens: Length = Field(256, description="max_tokens per request")
@@ -150,7 +150,13 @@ class Workload(Strict):
         None, min_length=1, description="explicit prompts, used in order (cyclically)"
     )
     system_prompt: str | None = None
-    path: str | None = Field(None, description="dataset file (jsonl, sharegpt)")
+    path: str | None = Field(None, description="dataset file (jsonl, sharegpt), or the trace (trace)")
+    format: Literal["auto", "csv", "jsonl"] = Field(
+        "auto", description="trace layout: csv (BurstGPT-like), jsonl (Mooncake-like); auto: by suffix"
+    )
+    speedup: float = Field(1.0, gt=0, description="trace: every gap divided by this")
+    window_start: Duration = Field(0.0, description="trace: skip this much of the trace's start")
+    window_duration: Duration | None = Field(None, description="trace: replay this much of it (default: all)")
     tokenizer: str | None = Field(None, description="local tokenizer.json for exact token counts")
     prefix_groups: int = Field(4, ge=1, description="prefix workload: number of distinct long prefixes")
     prefix_tokens: int = Field(1024, ge=1, description="prefix workload: tokens in each shared prefix")
@@ -172,7 +178,7 @@ class Workload(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
-        if self.kind in ("jsonl", "sharegpt") and not self.path:
+        if self.kind in ("jsonl", "sharegpt", "trace") and not self.path:
             raise ValueError(f"workload kind {self.kind} needs `path`")
         return self
 
@@ -266,6 +272,28 @@ class Scenario(Strict):
         False, description="run every target against its `sim:` stand-in (try a GPU scenario without GPUs)"
     )
     source: str = Field("", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_load(cls, data: Any) -> Any:
+        """A trace workload with no load of its own is replayed: one trace phase."""
+        if not isinstance(data, dict) or not isinstance(data.get("workload"), dict):
+            return data
+        load = data.get("load")
+        if data["workload"].get("kind") == "trace" and (load is None or load == {}):
+            return {**data, "load": {"phases": [{"executor": "trace"}]}}
+        return data
+
+    @model_validator(mode="after")
+    def _trace_pairs(self) -> Scenario:
+        traced = [p.executor == "trace" for p in self.load.phases]
+        if any(traced) and self.workload.kind != "trace":
+            raise ValueError("a trace phase replays `workload: {kind: trace, path: ...}`")
+        if self.workload.kind == "trace" and not all(traced):
+            raise ValueError(
+                "a trace workload is replayed by trace phases only (load: {phases: [{executor: trace}]})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _simulate(self) -> Scenario:

@@ -7,6 +7,7 @@
 - ramping-arrival-rate: open loop with ``start_rate`` and ``stages`` of target rates.
 - sweep: a list of ``levels`` (concurrency, or rates with ``vary: rate``), each held for
   ``hold`` seconds or ``requests`` requests, with ``settle`` between levels.
+- trace: the workload's trace (``workload: {kind: trace}``), each request at its time.
 
 All counts are per target (each target gets the same plan: paired A/B). This module is the
 scenario's syntax for load; what the phases do over time (steps, users, arrival times) is
@@ -96,7 +97,15 @@ class Sweep(_Phase):
         return self
 
 
-AnyPhase = ConstantVUs | RampingVUs | ConstantArrivalRate | RampingArrivalRate | Sweep
+class Trace(_Phase):
+    """Replay ``workload: {kind: trace}``: each request sent at its trace time (open loop)."""
+
+    executor: Literal["trace"]
+    max_vus: int = Field(1000, ge=1, description="in-flight cap; arrivals beyond it wait (delayed) or drop")
+    on_saturation: Literal["delay", "drop"] = "delay"
+
+
+AnyPhase = ConstantVUs | RampingVUs | ConstantArrivalRate | RampingArrivalRate | Sweep | Trace
 Phase = Annotated[AnyPhase, Field(discriminator="executor")]
 
 

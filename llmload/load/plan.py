@@ -25,6 +25,7 @@ from llmload.load.executors import (
     RampingArrivalRate,
     RampingVUs,
     Sweep,
+    Trace,
 )
 
 Arrival = Literal["poisson", "uniform"]
@@ -50,6 +51,7 @@ class Step:
     on_saturation: Saturation = "delay"
     settle_after: float = 0.0
     value: float | None = None  # sweep level value
+    arrivals: tuple[float, ...] = ()  # trace: each request's offset from the step start
 
     @property
     def open_loop(self) -> bool:
@@ -64,8 +66,12 @@ class PlanStep:
     position: int  # position in one target's plan (same for every target: paired schedules)
 
 
-def plan_steps(phases: Sequence[AnyPhase]) -> list[Step]:
-    """Flatten phases into steps, in run order."""
+# A trace step ends this long after its last arrival; the streams still open finish in the drain.
+TRACE_TAIL_S = 1.0
+
+
+def plan_steps(phases: Sequence[AnyPhase], trace: Sequence[float] = ()) -> list[Step]:
+    """Flatten phases into steps, in run order; ``trace``: the offsets a trace phase replays."""
     steps: list[Step] = []
     for i, ph in enumerate(phases):
         name = ph.name or (ph.executor if len(phases) == 1 else f"{i + 1}-{ph.executor}")
@@ -118,6 +124,20 @@ def plan_steps(phases: Sequence[AnyPhase]) -> list[Step]:
                     )
                 )
                 cur_r = r
+        elif isinstance(ph, Trace):
+            span = trace[-1] if trace else 0.0
+            steps.append(
+                Step(
+                    name,
+                    name,
+                    span + TRACE_TAIL_S,
+                    len(trace),
+                    rate=len(trace) / max(span, 1e-9),  # nominal: the arrivals are the trace's
+                    max_vus=ph.max_vus,
+                    on_saturation=ph.on_saturation,
+                    arrivals=tuple(trace),
+                )
+            )
         elif isinstance(ph, Sweep):
             for lv in ph.levels:
                 if ph.vary == "concurrency":
@@ -149,9 +169,11 @@ def plan_steps(phases: Sequence[AnyPhase]) -> list[Step]:
     return steps
 
 
-def build_plan(phases: Sequence[AnyPhase], targets: Sequence[str], mode: LoadMode) -> list[PlanStep]:
+def build_plan(
+    phases: Sequence[AnyPhase], targets: Sequence[str], mode: LoadMode, trace: Sequence[float] = ()
+) -> list[PlanStep]:
     """The run's steps: every target in each step (parallel), or each target's steps in turn."""
-    steps = plan_steps(phases)
+    steps = plan_steps(phases, trace)
     out: list[PlanStep] = []
     if mode == "sequential":
         for t in targets:
@@ -189,6 +211,8 @@ def arrival_times(step: Step, seed: int, horizon: float | None = None) -> list[f
     The same seed gives the same schedule for every target: paired A/B.
     """
     assert step.rate is not None
+    if step.arrivals:
+        return list(step.arrivals)  # a trace: its own times, the same for every target (paired)
     dur = step.duration if step.duration is not None else horizon
     r0 = step.start_rate if step.start_rate is not None else step.rate
     r1 = step.rate

@@ -7,7 +7,9 @@ rerun against a long-lived server does not ride its prefix cache.
 
 Kinds: synthetic (length distributions), jsonl (one prompt per line), sharegpt
 (conversations), prefix (N shared long prefixes x unique suffixes, to exercise
-prefix caching), multiturn (sessions whose history grows each turn).
+prefix caching), multiturn (sessions whose history grows each turn), trace (a
+timestamped request log, llmload/load/trace.py: its lengths here, its times in the
+load plan; request i is the trace's row i mod 1,000,000, the open-loop arrival number).
 Token counts are approximated by words (one short word ~ one token) unless a
 local tokenizer file is given; with one, synthetic, prefix and multiturn prompts are
 cut to exactly the asked number of tokens by that tokenizer (the chat template the
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from llmload.load.lengths import sample_length
+from llmload.load.trace import BLOCK_TOKENS, TraceRow, load_trace
 from llmload.yamlsrc import InputError
 
 _WORDS = (
@@ -66,6 +69,19 @@ class WorkloadSource:
         if wl.tokenizer:
             self._tok = load_tokenizer(self._resolve(wl.tokenizer))
         self.turns_max = max(1, _max_len(wl.turns)) if wl.kind == "multiturn" else 1
+        self._trace: list[TraceRow] = []
+        if wl.kind == "trace":
+            self._trace = load_trace(
+                self._resolve(wl.path),
+                wl.format,
+                speedup=wl.speedup,
+                start_s=wl.window_start,
+                duration_s=wl.window_duration,
+            )
+
+    def trace_offsets(self) -> list[float]:
+        """A trace workload's send times (seconds from the replay's start); [] for other kinds."""
+        return [r.offset_s for r in self._trace]
 
     def _resolve(self, p: str) -> Path:
         path = Path(p)
@@ -133,6 +149,10 @@ class WorkloadSource:
             msgs = [*self._system(), {"role": "user", "content": text}]
         elif wl.kind == "multiturn":
             return self._turn(i)
+        elif wl.kind == "trace":
+            row = self._trace[i % 1_000_000 % len(self._trace)]
+            max_tokens = max(1, row.output_tokens)
+            msgs = [*self._system(), {"role": "user", "content": self._trace_text(row, rng)}]
         else:
             assert self._items is not None
             msgs, out_len = self._items[i % len(self._items)]
@@ -144,6 +164,16 @@ class WorkloadSource:
                 max_tokens = out_len
         est = sum(self.count_tokens(m["content"]) for m in msgs)
         return RequestSpec(i, msgs, max_tokens, est)
+
+    def _trace_text(self, row: TraceRow, rng: random.Random) -> str:
+        """A prompt of the row's length; with ``hash_ids``, made of those blocks' texts, so requests
+        that share leading ids share that prefix (words stand for tokens here)."""
+        lead = self._user_lead()
+        if not row.hash_ids:
+            return self.text(rng, max(1, row.input_tokens), lead)
+        blocks = [words(random.Random(f"{self.wl.seed}:block:{h}"), BLOCK_TOKENS) for h in row.hash_ids]
+        text = " ".join(" ".join(blocks).split()[: max(1, row.input_tokens - (1 if lead else 0))])
+        return f"{lead} {text}" if lead else text
 
     def _turn(self, i: int) -> RequestSpec:
         """Index i = session * turns_max + turn; history holds earlier turns of the session.

@@ -60,7 +60,12 @@ class LLMRun:
         self.targets = {t.name: t for t in scenario.targets}
         base = Path(scenario.source).parent if scenario.source else Path.cwd()
         self.source = WorkloadSource(scenario.workload, base_dir=base)
-        self.plan = build_plan(scenario.load.phases, [t.name for t in scenario.targets], scenario.load.mode)
+        self.plan = build_plan(
+            scenario.load.phases,
+            [t.name for t in scenario.targets],
+            scenario.load.mode,
+            self.source.trace_offsets(),
+        )
         self.collector = Collector(list(self.targets), worker=worker_id)
         self.current: PlanStep | None = None
         self.draining = False

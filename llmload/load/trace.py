@@ -1,0 +1,130 @@
+"""Timestamped request traces, replayed open loop: when each request came, and how long it was.
+
+Two public layouts are read as they are published:
+
+- CSV like BurstGPT: a header row naming ``Timestamp`` (seconds) and the token counts
+  (``Request tokens`` / ``Response tokens``; ``input_tokens`` / ``output_tokens`` and
+  ``input_length`` / ``output_length`` also work). Other columns are ignored.
+- JSONL like Mooncake: ``{"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [..]}``
+  per line; ``timestamp`` is in milliseconds, as Mooncake's traces give it. ``hash_ids`` name the
+  prompt's blocks (512 tokens each): requests that share leading ids share that prefix, so a replay
+  exercises the prefix cache as the original traffic did.
+
+``format: auto`` picks by the file's suffix (.csv, else JSONL). A time window (``start``,
+``duration``, in trace seconds) keeps part of a trace; ``speedup`` divides every gap. Offsets are
+from the first kept request. Bad input names the file and the line (exit 2).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmload.yamlsrc import InputError
+
+BLOCK_TOKENS = 512  # Mooncake's hash_ids block size
+_TIME = ("timestamp", "time", "arrival_time")
+_INPUT = ("request tokens", "input_tokens", "input_length", "prompt_tokens")
+_OUTPUT = ("response tokens", "output_tokens", "output_length", "completion_tokens")
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    offset_s: float  # from the first kept request, after speedup
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...] = field(default=())
+
+
+def load_trace(
+    path: Path,
+    fmt: str = "auto",
+    *,
+    speedup: float = 1.0,
+    start_s: float = 0.0,
+    duration_s: float | None = None,
+) -> list[TraceRow]:
+    """The trace's requests in time order, windowed and scaled."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read trace: {e.strerror}") from None
+    csv_layout = fmt == "csv" or (fmt == "auto" and path.suffix.lower() == ".csv")
+    raw = _csv_rows(text, path) if csv_layout else _jsonl_rows(text, path)
+    if not raw:
+        raise InputError(f"{path}: the trace holds no request")
+    raw.sort(key=lambda r: r[0])
+    t0 = raw[0][0] + start_s
+    end = t0 + duration_s if duration_s is not None else float("inf")
+    kept = [r for r in raw if t0 <= r[0] < end]
+    if not kept:
+        raise InputError(f"{path}: no request in the window start {start_s:g} s, duration {duration_s} s")
+    first = kept[0][0]
+    return [TraceRow((t - first) / speedup, n_in, n_out, ids) for t, n_in, n_out, ids in kept]
+
+
+Raw = tuple[float, int, int, tuple[int, ...]]
+
+
+def _jsonl_rows(text: str, path: Path) -> list[Raw]:
+    out: list[Raw] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{n}: invalid JSON: {e.msg}") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{n}: expected a JSON object per line")
+        _, t = _pick(obj, _TIME, path, n, "timestamp")
+        ids = obj.get("hash_ids") or []
+        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+            raise InputError(f"{path}:{n}: hash_ids must be a list of integers")
+        out.append(
+            (
+                _number(t, path, n, "timestamp") / 1000.0,
+                _count(obj, _INPUT, path, n),
+                _count(obj, _OUTPUT, path, n),
+                tuple(ids),
+            )
+        )
+    return out
+
+
+def _csv_rows(text: str, path: Path) -> list[Raw]:
+    reader = csv.DictReader(text.splitlines())
+    if reader.fieldnames is None:
+        raise InputError(f"{path}:1: a CSV trace needs a header row")
+    out: list[Raw] = []
+    for n, row in enumerate(reader, 2):
+        obj = {k.strip().lower(): v for k, v in row.items() if k is not None}
+        t = _number(_pick(obj, _TIME, path, n, "Timestamp")[1], path, n, "Timestamp")
+        out.append((t, _count(obj, _INPUT, path, n), _count(obj, _OUTPUT, path, n), ()))
+    return out
+
+
+def _pick(
+    obj: dict[str, object], names: tuple[str, ...], path: Path, n: int, what: str
+) -> tuple[str, object]:
+    for name in names:
+        if obj.get(name) not in (None, ""):
+            return name, obj[name]
+    raise InputError(f"{path}:{n}: no {what} (one of {', '.join(names)})")
+
+
+def _number(v: object, path: Path, n: int, what: str) -> float:
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{path}:{n}: {what} must be a number, got {v!r}") from None
+
+
+def _count(obj: dict[str, object], names: tuple[str, ...], path: Path, n: int) -> int:
+    name, raw = _pick(obj, names, path, n, names[0])
+    v = _number(raw, path, n, name)
+    if v < 0 or v != int(v):
+        raise InputError(f"{path}:{n}: {name} must be a whole number >= 0, got {v:g}")
+    return int(v)
