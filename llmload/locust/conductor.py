@@ -19,12 +19,11 @@ import gevent
 from llmload.finish import EXIT_INPUT
 from llmload.load.plan import PlanStep, users_at
 from llmload.locust.controller import LLMRun
+from llmload.locust.intervals import Intervals
 from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.users import class_name
-from llmload.results_model import TimeseriesRow
 from llmload.runstate import Aggregator
 from llmload.sinks.results import ResultsWriter
-from llmload.sinks.terminal import progress_line
 
 log = logging.getLogger("llmload")
 
@@ -65,7 +64,6 @@ class Conductor:
         self.quit_early = False  # the process quit mid-plan with no signal, no Stop, no stop condition
         self.lost_workers: list[dict[str, Any]] = []
         self.known_workers: dict[str, float] = {}
-        self.cpu_samples: list[float] = []
         self.sinks: list[Any] = []  # objects with interval(row) / event(kind, text)
         self.scraper: Any = None  # TelemetryScraper (engine /metrics, DCGM text -> telemetry.jsonl)
         self.run_id = ""
@@ -79,9 +77,7 @@ class Conductor:
         self._last_tick: Tick | None = None
         self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
         self.send_scenario: Any = None  # distribution.send_scenario (master), set by the plugin
-        self._interval_greenlet: gevent.Greenlet | None = None
-        self._proc: Any = None  # psutil.Process of this process, while intervals run
-        self._last_interval = time.time()
+        self.intervals = Intervals(self)  # timeseries rows, sinks' rows, the progress line
 
     # --- plan -------------------------------------------------------------------
     def tick(self) -> Tick | None:
@@ -369,88 +365,17 @@ class Conductor:
             except Exception as e:  # noqa: BLE001 - a sink must never break the run
                 log.warning("llmload: sink event failed: %s", e)
 
-    # --- intervals ----------------------------------------------------------------------
+    # --- intervals (llmload/locust/intervals.py) ------------------------------------------
     def start_intervals(self) -> None:
-        if self._interval_greenlet is None:
-            import psutil
-
-            self._proc = psutil.Process()
-            self._proc.cpu_percent(None)
-            self._interval_greenlet = gevent.spawn(self._interval_loop)
+        self.intervals.start()
         if self.scraper is not None:
             self.scraper.start()  # already started during readiness: a no-op then
 
     def stop_intervals(self) -> None:
         """Stop the interval loop, write the last (partial) interval, stop the scraper."""
-        if self._interval_greenlet is not None:
-            self._interval_greenlet.kill(block=True, timeout=2)
-            self._interval_greenlet = None
-            # The requests that ended since the last tick: timeseries.jsonl adds up to requests.jsonl.
-            # (No CPU reading: over a fraction of a second, psutil's percentage is noise.)
-            self.interval(None, progress=False)
+        self.intervals.stop()
         if self.scraper is not None:
             self.scraper.stop()
-
-    def _interval_loop(self) -> None:
-        period = self.sc.client.report_interval
-        while True:
-            gevent.sleep(period)
-            try:
-                self.interval(self._proc.cpu_percent(None))
-            except Exception as e:  # noqa: BLE001 - live output must not end the run
-                log.exception("llmload: interval failed: %s", e)
-
-    def interval(self, cpu: float | None, *, progress: bool = True) -> None:
-        now = time.time()
-        self.pull()
-        span = max(1e-6, now - self._last_interval)
-        self._last_interval = now
-        iv, lag, streamed = self.agg.take_interval()
-        worker_cpu = self.agg.worker_cpu() if self.distributed else ([] if cpu is None else [cpu])
-        if cpu is None:  # the last, partial interval: repeat the previous reading, do not judge it
-            cpu_now = self.cpu_samples[-1] if self.cpu_samples else 0.0
-        else:
-            cpu_now = max(worker_cpu) if worker_cpu else cpu
-            self.cpu_samples.append(cpu_now)
-        lag_p99 = lag.percentiles_ms([99.0])["p99"]
-        prog: dict[str, dict[str, Any]] = {}
-        for t in self.run.targets:
-            st = iv.get(t)
-            ttft = st.histograms["ttft"].percentiles_ms([50.0, 99.0]) if st else {"p50": None, "p99": None}
-            itl = st.histograms["itl"].percentiles_ms([50.0, 99.0]) if st else {"p50": None, "p99": None}
-            reqs = st.requests if st else 0
-            out_tok = st.output_tokens if st else 0  # tokens of requests that completed in the interval
-            live_tok = streamed.get(t, 0)  # tokens received during the interval, as they streamed
-            row = TimeseriesRow(
-                t=round(now, 3),
-                target=t,
-                interval_s=round(span, 3),
-                requests=reqs,
-                failures=st.failures if st else 0,
-                output_tokens=out_tok,
-                streamed_tokens=live_tok,
-                output_tok_s=round(live_tok / span, 3),
-                req_s=round(reqs / span, 4),
-                in_flight=self.agg.total_in_flight(t),
-                users=self.agg.total_users(t),
-                ttft_p50_ms=ttft["p50"],
-                ttft_p99_ms=ttft["p99"],
-                itl_p50_ms=itl["p50"],
-                itl_p99_ms=itl["p99"],
-                loop_lag_p99_ms=lag_p99,
-                cpu_percent=round(cpu_now, 1),
-            ).model_dump()
-            self.results.timeseries(row)
-            for s in self.sinks:
-                try:
-                    s.interval(row)
-                except Exception as e:  # noqa: BLE001
-                    log.warning("llmload: sink interval failed: %s", e)
-            prog[t] = {**row, "requests_total": self.agg.completed(t)}
-        self.results.flush()
-        if self.progress and progress and self.state != "init":  # not while workers check the targets
-            sys.stderr.write(progress_line(now - (self.run_t0 or self.started_at), prog) + "\n")
-            sys.stderr.flush()
 
     # --- web UI "LLM" tab (llmload/locust/webui.py) -----------------------------------
     def live_rows(self) -> list[dict[str, Any]]:
