@@ -1,0 +1,108 @@
+"""Bad command-line input: one clear line naming the option typed, exit 2, never a traceback; the same
+runner as tests/test_bad_input.py (a bad scenario file), each case a real `llmload` process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_bad_input import CASES, GOOD, run_bad_input
+
+# (id, scenario text, extra files, command (validate | run | ui), extra args, expected)
+OPTION_CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, list[str], str]] = [
+    (
+        "set value",
+        GOOD,
+        {},
+        "validate",
+        ["--set", "load.users=abc"],
+        "--set load.users='abc': Input should be a valid integer",
+    ),
+    (
+        "set without =",
+        GOOD,
+        {},
+        "validate",
+        ["--set", "load.users"],
+        "--set 'load.users': expected key.path=value",
+    ),
+    ("set unknown target", GOOD, {}, "validate", ["--set", "targets.zzz.model=x"], "no list item 'zzz'"),
+    ("set unknown field", GOOD, {}, "run", ["--set", "load.userz=2"], "--set load.userz=2: unknown field"),
+    (
+        "run --targets",
+        GOOD,
+        {},
+        "run",
+        ["--targets", "zzz"],
+        "--targets: unknown target(s) zzz (the scenario has a)",
+    ),
+    (
+        "run --results is a file",
+        GOOD,
+        {"afile": "x"},
+        "run",
+        ["--results", "afile"],
+        "--results afile: exists and is not a directory",
+    ),
+    (
+        "run --results under a file",
+        GOOD,
+        {"afile": "x"},
+        "run",
+        ["--results", "afile/r"],
+        "afile is not a directory",
+    ),
+    ("run --influx", GOOD, {}, "run", ["--influx", "notaurl"], "--influx:"),
+    (
+        "run --workers",
+        GOOD,
+        {},
+        "run",
+        ["--workers", "many"],
+        "argument --workers: expected a number of workers or 'auto', got 'many'",
+    ),
+    (
+        "run unknown option",
+        GOOD,
+        {},
+        "validate",
+        ["--frobnicate"],
+        "llmload validate: unrecognized arguments: --frobnicate",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", OPTION_CASES, ids=[c[0] for c in OPTION_CASES])
+def test_a_bad_option_is_one_line_and_exit_2(tmp_path: Path, case: tuple) -> None:
+    run_bad_input(tmp_path, case)
+
+
+def test_the_table_is_as_large_as_promised() -> None:
+    cases = CASES + OPTION_CASES
+    assert len(cases) >= 50 and len({c[0] for c in cases}) == len(cases)
+
+
+def test_a_web_port_in_use_is_one_line(tmp_path: Path) -> None:
+    import socket
+
+    (tmp_path / "s.yaml").write_text(GOOD)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = subprocess.run(
+            [sys.executable, "-m", "llmload", "ui", "s.yaml", "--web-port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)},
+        )
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
+    assert f"--web-port {port}: cannot listen on 127.0.0.1:{port}" in lines[0]
+    assert not (tmp_path / "results").exists()  # no empty "invalid" results directory
