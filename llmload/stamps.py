@@ -38,7 +38,7 @@ class ReadStamps:
     refused: bool = False  # a socket refused SO_TIMESTAMPNS: this process stays on user-space stamps
     sources: set[str] = field(default_factory=set)  # merged: every process's source
 
-    def to_wire(self) -> dict[str, Any]:
+    def _counts(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "kernel_reads": self.kernel_reads,
@@ -46,8 +46,10 @@ class ReadStamps:
             "coalesced_reads": self.coalesced_reads,
             "first_tokens": self.first_tokens,
             "user_first_tokens": self.user_first_tokens,
-            "delay": self.delay.to_wire(),
         }
+
+    def to_wire(self) -> dict[str, Any]:
+        return {**self._counts(), "delay": self.delay.to_wire()}
 
     def merge_wire(self, d: dict[str, Any]) -> None:
         if d.get("kernel_reads", 0) or d.get("user_reads", 0):  # a process that read nothing says nothing
@@ -73,11 +75,6 @@ class ReadStamps:
         """summary.json's ``client.timestamps.<target>`` block (docs/results.md)."""
         delay = self.delay.summary_ms()
         return {
-            "source": self.source,
-            "kernel_reads": self.kernel_reads,
-            "user_reads": self.user_reads,
-            "coalesced_reads": self.coalesced_reads,
-            "first_tokens": self.first_tokens,
-            "user_first_tokens": self.user_first_tokens,
+            **self._counts(),
             "client_delay_ms": {k: delay.get(k) for k in ("count", "p50", "p99", "max")},
         }

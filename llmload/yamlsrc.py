@@ -4,10 +4,13 @@
 (("targets", 0, "model")) to its 1-based line, so a validation error can point
 at the line that holds the offending value. ``apply_overrides`` applies
 ``--set key=value`` edits (dotted paths; list items by index or by ``name``).
+``jsonl_objects`` reads the JSONL input files (datasets, traces) with the same kind of errors.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +154,16 @@ def _list_index(items: list[Any], part: str) -> int | None:
         if isinstance(it, dict) and it.get("name") == part:
             return i
     return None
+
+
+def jsonl_objects(text: str, path: Path) -> Iterator[tuple[int, Any]]:
+    """A JSONL input file's values with their 1-based line numbers (blank lines skipped), in order;
+    a line that is not JSON is an InputError naming the file and the line, when it is reached."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{n}: invalid JSON: {e.msg}") from None
+        yield n, obj

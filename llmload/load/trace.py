@@ -18,11 +18,10 @@ from the first kept request. Bad input names the file and the line (exit 2).
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmload.yamlsrc import InputError
+from llmload.yamlsrc import InputError, jsonl_objects
 
 BLOCK_TOKENS = 512  # Mooncake's hash_ids block size
 _TIME = ("timestamp", "time", "arrival_time")
@@ -70,13 +69,7 @@ Raw = tuple[float, int, int, tuple[int, ...]]
 
 def _jsonl_rows(text: str, path: Path) -> list[Raw]:
     out: list[Raw] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{n}: invalid JSON: {e.msg}") from None
+    for n, obj in jsonl_objects(text, path):
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{n}: expected a JSON object per line")
         _, t = _pick(obj, _TIME, path, n, "timestamp")

@@ -28,7 +28,7 @@ from typing import Any
 
 from llmload.load.lengths import sample_length
 from llmload.load.trace import BLOCK_TOKENS, TraceRow, load_trace
-from llmload.yamlsrc import InputError
+from llmload.yamlsrc import InputError, jsonl_objects
 
 _WORDS = (
     "time year people way day man thing woman life child world school state family student group country "
@@ -219,13 +219,7 @@ def load_dataset(path: Path, kind: str) -> list[tuple[list[dict[str, str]], int 
         raise InputError(f"{path}: cannot read dataset: {e.strerror}") from None
     items: list[tuple[list[dict[str, str]], int | None]] = []
     if kind == "jsonl":
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{n}: invalid JSON: {e.msg}") from None
+        for n, obj in jsonl_objects(text, path):
             items.append(_jsonl_item(obj, path, n))
     else:
         try:
