@@ -108,6 +108,10 @@ class Histogram:
                 return k
         return self.max_us
 
+    def count_over_ms(self, bound_ms: float) -> int:
+        """How many samples are above ``bound_ms`` (as the report reads them: us / 1000)."""
+        return sum(n for us, n in self._counts.items() if us / 1000.0 > bound_ms)
+
     def percentiles_ms(self, ps: Iterable[float] = PERCENTILES) -> dict[str, float | None]:
         """Several percentiles in one pass, in milliseconds."""
         ps = list(ps)

@@ -20,6 +20,7 @@ from typing import Literal
 
 from llmload.load.executors import (
     AnyPhase,
+    Capacity,
     ConstantArrivalRate,
     ConstantVUs,
     RampingArrivalRate,
@@ -138,6 +139,8 @@ def plan_steps(phases: Sequence[AnyPhase], trace: Sequence[float] = ()) -> list[
                     arrivals=tuple(trace),
                 )
             )
+        elif isinstance(ph, Capacity):
+            raise ValueError("a capacity phase is a search of probe runs (llmload/capacity/), not a step")
         elif isinstance(ph, Sweep):
             for lv in ph.levels:
                 if ph.vary == "concurrency":
@@ -197,6 +200,19 @@ def users_at(step: Step, n_targets: int) -> tuple[int, float]:
     if step.spawn_rate:
         return total, step.spawn_rate * n_targets
     return total, float(max(total, 1))
+
+
+def planned_requests(step: Step) -> int | None:
+    """The most requests one target can be sent in ``step`` (None: not known before it runs, as in a
+    closed loop held for a time)."""
+    if step.arrivals:
+        return len(step.arrivals)
+    if step.open_loop and step.duration is not None:
+        assert step.rate is not None
+        r0 = step.start_rate if step.start_rate is not None else step.rate
+        n = int(round((r0 + step.rate) / 2 * step.duration))  # as arrival_times counts them
+        return min(n, step.max_requests) if step.max_requests is not None else n
+    return step.max_requests
 
 
 def split_share(total: int, k: int, n: int) -> int:

@@ -24,6 +24,7 @@ from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.users import class_name
 from llmload.runstate import Aggregator
 from llmload.sinks.results import ResultsWriter
+from llmload.slo_watch import step_miss
 
 log = logging.getLogger("llmload")
 
@@ -113,6 +114,11 @@ class Conductor:
                 done = done or all(
                     (lvl[t].requests if t in lvl else 0) >= st.max_requests for t in ps.targets
                 )
+            if not done and self.sc.load.stop_on_slo_miss and self.sc.slo is not None:
+                why = step_miss(self.agg.levels.get((st.phase, st.level), {}), ps, self.sc.slo)
+                if why is not None:
+                    self.event("slo_missed", f"step {st.level} ended early, its SLOs missed: {why}")
+                    done = True
             if done:
                 if st.settle_after > 0 and self.step_no + 1 < len(self.run.plan):
                     self.state = "settle"
