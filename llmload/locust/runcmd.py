@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmload.cores import worker_count
 from llmload.usage import ArgParser
 from llmload.yamlsrc import InputError
 
@@ -110,7 +111,6 @@ def check_targets_option(value: str, names: list[str]) -> None:
 
 def check_results_dir(path: str) -> None:
     """--results must be a directory that exists or can be created (nothing is created here)."""
-    import os
     from pathlib import Path
 
     p = Path(path)
@@ -163,6 +163,14 @@ def run_command(cmd: str, argv: list[str]) -> int:
             check_port_free("--web-port", a.web_host, a.web_port)
         if getattr(a, "master_bind_port", 0):
             check_port_free("--master-bind-port", a.master_bind_host, a.master_bind_port)
+        if any(p.executor == "capacity" for p in sc.load.phases):
+            if cmd != "run":
+                raise InputError(
+                    f"{a.scenario}: a capacity search runs headless: llmload capacity {a.scenario}"
+                )
+            from llmload.capacity.cli import capacity_main
+
+            return capacity_main(argv)
     except InputError as e:
         print(f"llmload: {e}", file=sys.stderr)
         return 2
@@ -199,32 +207,6 @@ def run_command(cmd: str, argv: list[str]) -> int:
     finally:
         for p in procs:
             _stop(p)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity, capped by a cgroup v2 CPU quota (a
-    container limited to 2 CPUs on a 64-core host has 2)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            cores = min(cores, max(1, int(int(quota) // int(period))))
-    except (OSError, ValueError):
-        pass
-    return cores
-
-
-def worker_count(value: str) -> int:
-    """``--workers``: a count, or ``auto`` (the usable cores less one; 0 on one core)."""
-    if value == "auto":
-        return max(0, usable_cores() - 1)
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of workers or 'auto', got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more workers, got {n}")
-    return n
 
 
 def _spawn_worker(host: str, port: int) -> subprocess.Popen[bytes]:
