@@ -1,4 +1,4 @@
-"""The `llmload` command: run, validate, ui, master, worker, sim, collect, influx, report, compare."""
+"""The `llmload` command: run, validate, ui, master, worker, sim, collect, influx, report, compare, capacity."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ commands:
   influx replay DIR write spooled InfluxDB points
   report DIR        (re)write the HTML/Markdown/JUnit reports of a results directory
   compare A B       compare two runs (or two targets of one run) with confidence intervals
+  capacity SCENARIO each target's capacity within the scenario's SLOs (a search of probe runs)
 
 exit codes: 0 ok, 1 SLO missed / regression, 2 bad input or target not ready, 3 run invalid
 """
@@ -38,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if cmd == "validate":
             return cmd_validate(rest)
+        if cmd == "capacity":
+            from llmload.capacity.cli import capacity_main
+
+            return capacity_main(rest)
         if cmd in ("run", "ui", "master"):
             from llmload.locust.runcmd import run_command
 

@@ -240,6 +240,11 @@ class Load(Strict):
     mode: Literal["parallel", "sequential"] = "parallel"
     stop_on_failures: int | None = Field(None, ge=1, description="stop when this many requests have failed")
     stop_on_failure_ratio: float | None = Field(None, gt=0, le=1, description="stop above this failure ratio")
+    stop_on_slo_miss: bool = Field(
+        False,
+        description="end a step as soon as its requests can no longer meet slo ttft_p99_ms, e2e_p99_ms "
+        "or error_rate, however the rest go (capacity probes, a sweep's top levels)",
+    )
     phases: list[Phase] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -293,6 +298,12 @@ class Scenario(Strict):
             raise ValueError(
                 "a trace workload is replayed by trace phases only (load: {phases: [{executor: trace}]})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_alone(self) -> Scenario:
+        if len(self.load.phases) > 1 and any(p.executor == "capacity" for p in self.load.phases):
+            raise ValueError("a capacity phase is a search of its own: make it the scenario's only phase")
         return self
 
     @model_validator(mode="after")

@@ -8,6 +8,8 @@
 - sweep: a list of ``levels`` (concurrency, or rates with ``vary: rate``), each held for
   ``hold`` seconds or ``requests`` requests, with ``settle`` between levels.
 - trace: the workload's trace (``workload: {kind: trace}``), each request at its time.
+- capacity: not a schedule but a search: the highest rate (or concurrency) at which the
+  scenario's SLOs hold, probe by probe (llmload/capacity/); the only phase of its scenario.
 
 All counts are per target (each target gets the same plan: paired A/B). This module is the
 scenario's syntax for load; what the phases do over time (steps, users, arrival times) is
@@ -105,7 +107,43 @@ class Trace(_Phase):
     on_saturation: Literal["delay", "drop"] = "delay"
 
 
-AnyPhase = ConstantVUs | RampingVUs | ConstantArrivalRate | RampingArrivalRate | Sweep | Trace
+class Capacity(_Phase):
+    """Search each target's capacity within the SLOs: bracket, bisect, repeat at the boundary.
+
+    Each probe is a run of its own (one constant-arrival-rate or constant-vus phase per target);
+    how probes are chosen and judged is llmload/capacity/search.py and judge.py.
+    """
+
+    executor: Literal["capacity"]
+    vary: Literal["rate", "concurrency"] = "rate"
+    start: float = Field(1.0, gt=0, description="the first probe: arrivals per second, or streams")
+    min: float | None = Field(None, gt=0, description="the lowest probe (default: start / 64)")
+    max: float = Field(1024.0, gt=0, description="the highest probe: capacity is reported as at least this")
+    factor: float = Field(2.0, gt=1, description="bracketing: each probe this many times the last")
+    precision: float = Field(
+        0.1, gt=0, lt=1, description="bisect until the highest pass and the lowest miss are this close"
+    )
+    requests: int = Field(
+        300, ge=10, description="measured requests per probe (a p99 needs 299 to pass clearly, judge.py)"
+    )
+    hold_max: Duration = Field(60.0, description="the longest measured time of a probe")
+    warmup: Duration | None = Field(None, description="each probe's warm-up (default: load.warmup)")
+    repeat: bool = Field(True, description="probe the boundary again with another seed")
+    arrival: Literal["poisson", "uniform"] = "poisson"
+    max_vus: int = Field(10_000, ge=1, description="rate probes: in-flight cap")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Capacity:
+        if self.max_requests is not None:
+            raise ValueError("a capacity search sets each probe's length with `requests` and `hold_max`")
+        if self.max < self.start or (self.min is not None and self.min > self.start):
+            raise ValueError("capacity needs min <= start <= max")
+        if self.vary == "concurrency" and self.start != int(self.start):
+            raise ValueError("concurrency probes start at a whole number of streams")
+        return self
+
+
+AnyPhase = ConstantVUs | RampingVUs | ConstantArrivalRate | RampingArrivalRate | Sweep | Trace | Capacity
 Phase = Annotated[AnyPhase, Field(discriminator="executor")]
 
 

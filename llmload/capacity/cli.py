@@ -1,0 +1,356 @@
+"""`llmload capacity SCENARIO`: each target's capacity within the scenario's SLOs, probe by probe.
+
+Also what `llmload run` does with a scenario whose only phase is ``executor: capacity``. Targets are
+searched at once (``load.mode: parallel``, one thread per target, each waiting on its probe runs) or
+one after the other (``sequential``). A signal is passed on to the probes that are running (each
+drains and writes its results as any run does); the search then stops, writes what it found with
+status ``interrupted`` and exits 130 (SIGINT) or 143 (SIGTERM).
+
+Exit codes: 0 every target has a capacity (at least ``slo.min_capacity`` when set), 1 not, 2 bad
+input or a probe could not start (a target not ready), 130/143 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmload.capacity.judge import Verdict, judge
+from llmload.capacity.outcome import (
+    CapacityResult,
+    ProbeFigure,
+    ProbeRow,
+    TargetCapacity,
+    ratios,
+    render_markdown,
+    render_text,
+)
+from llmload.capacity.probe import ProbeSpec, last_line, probe_command, start_probe
+from llmload.capacity.search import Outcome, estimate, next_probe
+from llmload.cores import worker_count
+from llmload.finish import EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SLO
+from llmload.load.executors import Capacity
+from llmload.report.efficiency import efficiency
+from llmload.report.results import BadResults, load_run
+from llmload.report.slo import fmt
+from llmload.results_model import Level
+from llmload.scenario import Scenario, load_scenario
+from llmload.usage import ArgParser
+from llmload.yamlsrc import InputError
+
+OPTIONS = ("vary", "start", "min", "max", "factor", "precision", "requests", "hold_max", "warmup")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = ArgParser(prog="llmload capacity", description="each target's capacity within the scenario's SLOs")
+    ap.add_argument("scenario")
+    ap.add_argument(
+        "--results", default="", help="results directory (default: output.dir/NAME-capacity-TIME)"
+    )
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field"
+    )
+    ap.add_argument("--targets", default="", help="comma-separated subset of targets")
+    ap.add_argument("--sim", action="store_true", help="probe every target's `sim:` stand-in (no GPU)")
+    ap.add_argument(
+        "--workers",
+        type=worker_count,
+        default=0,
+        help="each probe: a master and N local workers (auto: one per core, less one)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no line per probe")
+    ap.add_argument(
+        "--no-reports", action="store_true", help="accepted as `llmload run` does; probes write none"
+    )
+    ap.add_argument("--vary", choices=["rate", "concurrency"], help="search arrivals per second or streams")
+    for opt in ("start", "min", "max", "factor", "precision", "hold-max", "warmup"):
+        ap.add_argument(f"--{opt}", type=float, help=f"the capacity phase's `{opt.replace('-', '_')}`")
+    ap.add_argument("--requests", type=int, help="measured requests per probe")
+    ap.add_argument("--no-repeat", action="store_true", help="do not probe the boundary again")
+    return ap
+
+
+def settings_for(sc: Scenario, a: argparse.Namespace) -> Capacity:
+    """The scenario's capacity phase (or the defaults), with the command line's options over it."""
+    base: dict[str, Any] = {"executor": "capacity"}
+    phases = sc.load.phases
+    if len(phases) == 1 and isinstance(phases[0], Capacity):
+        base = phases[0].model_dump(exclude_unset=True) | base
+    for k in OPTIONS:
+        if getattr(a, k) is not None:
+            base[k] = getattr(a, k)
+    if a.no_repeat:
+        base["repeat"] = False
+    try:
+        return Capacity.model_validate(base)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = ".".join(str(x) for x in err["loc"]) or "capacity"
+        raise InputError(f"capacity {name}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+@dataclass
+class Search:
+    """One capacity search: its settings, the probes so far, and how to stop it."""
+
+    a: argparse.Namespace
+    sc: Scenario
+    settings: Capacity
+    results: Path
+    salt: str | None
+    rows: list[ProbeRow] = field(default_factory=list)
+    outcomes: dict[str, list[Outcome]] = field(default_factory=dict)
+    running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    issued: int = 0  # probes started so far (their numbers)
+    signalled: str | None = None
+    failed: str | None = None  # a probe that could not start: the search stops (exit 2)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def stopped(self) -> bool:
+        return self.signalled is not None or self.failed is not None
+
+    def target(self, name: str) -> None:
+        """Probe one target until its search is done or stopped."""
+        mine = self.outcomes.setdefault(name, [])
+        while not self.stopped():
+            nxt = next_probe(mine, self.settings)
+            if nxt is None:
+                return
+            with self.lock:
+                self.issued += 1
+                number = self.issued
+            spec = ProbeSpec(number, name, nxt[0], nxt[1], self.settings.vary)
+            row = self.probe(spec)
+            with self.lock:
+                self.rows.append(row)
+            if row.verdict in ("interrupted", "no result") and self.stopped():
+                return
+            passed = row.verdict in ("pass", "marginal pass")
+            mine.append(Outcome(spec.value, spec.repeat, passed, row.verdict in ("pass", "fail")))
+            if not self.a.quiet:
+                print(progress(row, self.settings.vary), flush=True)
+
+    def probe(self, spec: ProbeSpec) -> ProbeRow:
+        out = self.results / "probes" / spec.dirname()
+        cmd = probe_command(
+            self.a.scenario,
+            self.a.set,
+            self.sc,
+            self.settings,
+            spec,
+            out,
+            self.salt,
+            sim=self.a.sim,
+            workers=self.a.workers,
+        )
+        log = out.with_name(out.name + ".log")
+        key = f"{spec.target}#{spec.number}"
+        with self.lock:
+            if self.stopped():
+                return ProbeRow(**_row_base(spec, out, self.results), exit_code=-1, verdict="interrupted")
+            proc = self.running[key] = start_probe(cmd, log)
+        code = proc.wait()
+        with self.lock:
+            self.running.pop(key, None)
+        return self.judged(spec, out, code, log)
+
+    def judged(self, spec: ProbeSpec, out: Path, code: int, log: Path) -> ProbeRow:
+        base = _row_base(spec, out, self.results)
+        if code == EXIT_INPUT:
+            self.failed = f"probe {spec.number} ({spec.target}, {spec.level}): {last_line(log)}"
+            return ProbeRow(**base, exit_code=code, verdict="no result", note=last_line(log))
+        try:
+            run = load_run(out)
+        except BadResults as e:
+            return ProbeRow(**base, exit_code=code, verdict="no result", note=str(e))
+        block = run.targets.get(spec.target)
+        if block is None:
+            return ProbeRow(**base, exit_code=code, verdict="no result", note="no figures for the target")
+        assert self.sc.slo is not None
+        v: Verdict = judge(run, spec.target, self.sc.slo)
+        verdict = v.word if run.status not in ("invalid", "interrupted") else run.status
+        note = "; ".join(run.run.reasons)[:300] if run.status == "invalid" else ""
+        return ProbeRow(
+            **base,
+            exit_code=code,
+            verdict=verdict,
+            ended_early=any(e.get("kind") == "slo_missed" for e in run.events),
+            note=note,
+            requests=block.requests.sent,
+            achieved_rate=_achieved(run.levels, spec),
+            output_tok_s=block.throughput.output_tok_s,
+            figures={
+                f.slo: ProbeFigure(
+                    measured=f.measured, threshold=f.threshold, low=f.low, high=f.high, passed=f.passed
+                )
+                for f in v.figures
+            },
+        )
+
+    def forward(self, signum: int) -> None:
+        self.signalled = self.signalled or signal.Signals(signum).name
+        with self.lock:
+            procs = list(self.running.values())
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+
+def _achieved(levels: list[Level], spec: ProbeSpec) -> float | None:
+    """Requests sent per second over the probe's level (its rate block)."""
+    for lv in levels:
+        got = lv.targets.get(spec.target) if lv.level == spec.level else None
+        if got is not None and got.rate is not None:
+            return got.rate.achieved
+    return None
+
+
+def _row_base(spec: ProbeSpec, out: Path, results: Path) -> dict[str, Any]:
+    return {
+        "number": spec.number,
+        "target": spec.target,
+        "value": spec.value,
+        "repeat": spec.repeat,
+        "dir": str(out.relative_to(results)),
+    }
+
+
+def progress(row: ProbeRow, vary: str) -> str:
+    load = f"{fmt(row.value)}/s" if vary == "rate" else f"{int(row.value)} streams"
+    figs = ", ".join(
+        f"{k} {fmt(f.measured)} {'<=' if f.passed else '>'} {fmt(f.threshold)}"
+        for k, f in row.figures.items()
+    )
+    again = f" repeat {row.repeat}" if row.repeat else ""
+    early = ", ended early" if row.ended_early else ""
+    return (
+        f"[{row.target}] probe {row.number} {load}{again}: {row.verdict}{early} ({figs}) {row.note}".rstrip()
+    )
+
+
+def target_capacity(search: Search, name: str) -> TargetCapacity:
+    est = estimate(search.outcomes.get(name, []), search.settings)
+    mine = [r for r in search.rows if r.target == name]
+    at = [r for r in mine if est.value is not None and r.value == est.value]
+    tok = [r.output_tok_s for r in at if r.output_tok_s is not None]
+    out_tok_s = sum(tok) / len(tok) if tok else None
+    eff = None
+    if at:
+        try:
+            eff = next(e for e in efficiency(load_run(search.results / at[0].dir, with_requests=False)))
+        except (BadResults, StopIteration):
+            eff = None
+    gpus = eff.gpus if eff is not None else None
+    cost = eff.cost_per_hour if eff is not None else None
+    return TargetCapacity(
+        target=name,
+        capacity=est.value,
+        low=est.low,
+        high=est.high,
+        bound=est.bound,
+        unit="req/s" if search.settings.vary == "rate" else "streams",
+        probes=len(mine),
+        output_tok_s=out_tok_s,
+        gpus=gpus,
+        capacity_per_gpu=est.value / gpus if est.value is not None and gpus else None,
+        output_tok_s_per_gpu=out_tok_s / gpus if out_tok_s is not None and gpus else None,
+        cost_per_hour=cost,
+        tokens_per_dollar=out_tok_s * 3600.0 / cost if out_tok_s is not None and cost else None,
+        tokens_per_joule=eff.tokens_per_joule if eff is not None else None,
+    )
+
+
+def capacity_main(argv: list[str]) -> int:
+    a = parser().parse_args(argv)
+    try:
+        sets = (["simulate=true"] if a.sim else []) + a.set
+        sc = load_scenario(a.scenario, sets)
+        names = [t.name for t in sc.targets]
+        wanted = [w.strip() for w in a.targets.split(",") if w.strip()] or names
+        unknown = [w for w in wanted if w not in names]
+        if unknown:
+            raise InputError(
+                f"--targets: unknown target(s) {', '.join(unknown)} (the scenario has {', '.join(names)})"
+            )
+        if sc.slo is None or not sc.slo.figures():
+            raise InputError(
+                f"{a.scenario}: a capacity search needs `slo:` figures to hold (e.g. ttft_p99_ms)"
+            )
+        settings = settings_for(sc, a)
+    except InputError as e:
+        print(f"llmload: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    results = Path(a.results) if a.results else Path(sc.output.dir) / f"{sc.name}-capacity-{stamp}"
+    results.mkdir(parents=True, exist_ok=True)
+    salt = sc.workload.salt if isinstance(sc.workload.salt, str) else None
+    if sc.workload.salt is True:
+        salt = "cap" + secrets.token_hex(4)
+    search = Search(a, sc, settings, results, salt)
+    old = {s: signal.signal(s, lambda n, _f: search.forward(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if sc.load.mode == "sequential":
+            for name in wanted:
+                search.target(name)
+        else:
+            threads = [threading.Thread(target=search.target, args=(n,), daemon=True) for n in wanted]
+            for th in threads:
+                th.start()
+            for th in threads:
+                while th.is_alive():
+                    th.join(0.2)  # short joins: the main thread stays free for signals
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return finish(search, wanted)
+
+
+def finish(search: Search, wanted: list[str]) -> int:
+    sc, slo = search.sc, search.sc.slo
+    assert slo is not None
+    targets = [target_capacity(search, n) for n in wanted]
+    reasons = []
+    if search.failed:
+        status, code = "failed", EXIT_INPUT
+        reasons.append(search.failed)
+    elif search.signalled:
+        status, code = "interrupted", EXIT_SIGINT if search.signalled == "SIGINT" else EXIT_SIGTERM
+        reasons.append(f"{search.signalled} received: the search stopped; its last probes were drained")
+    else:
+        status, code = "done", EXIT_OK
+        floor = slo.min_capacity
+        short = [
+            t.target for t in targets if t.capacity is None or (floor is not None and t.capacity < floor)
+        ]
+        if short:
+            code = EXIT_SLO
+            need = f"at least {fmt(floor)}" if floor is not None else "some load that met every SLO"
+            reasons.append(f"capacity short of {need}: {', '.join(short)}")
+    res = CapacityResult(
+        scenario=sc.name,
+        status=status,
+        exit_code=code,
+        vary=search.settings.vary,
+        slo=slo.active(),
+        settings=search.settings.model_dump(mode="json"),
+        targets=targets,
+        ratios=ratios(targets),
+        probes=sorted(search.rows, key=lambda r: r.number),
+        reasons=reasons,
+    )
+    (search.results / "capacity.json").write_text(res.model_dump_json(indent=2) + "\n")
+    (search.results / "capacity.md").write_text(render_markdown(res))
+    print(render_text(res))
+    verdict = {EXIT_OK: "ok", EXIT_SLO: "capacity short"}.get(code, status)
+    print(f"llmload capacity: {verdict} (exit {code}); results in {search.results}", flush=True)
+    return code

@@ -1,0 +1,120 @@
+"""Which load to probe next, and what the probes so far say the capacity is (pure functions).
+
+A target's capacity is the highest load (arrivals per second, or concurrent streams) at which its
+SLOs hold. The search assumes they hold below some load and not above it:
+
+1. bracket: from ``start``, multiply by ``factor`` while probes pass (up to ``max``), or divide
+   while they fail (down to ``min``);
+2. bisect (geometric midpoints, 3 significant digits; whole streams for concurrency) between the
+   highest load that passed and the lowest that failed until they are within ``precision``;
+3. repeat: probe those two loads once more with another seed. A load that failed once counts
+   as failed, so a repeat can only move the estimate down, and the bisection goes on below it.
+
+The estimate is the highest load that passed every time it was probed, below the lowest load that
+ever failed. Its interval runs from the highest load at or below it whose probes all passed
+*clearly* to the lowest load above it that failed clearly (llmload/capacity/judge.py: each figure's
+one-sided 95% bound on the same side of its SLO): the search's step and each probe's sampling
+error are both inside it. An end with no clear probe on one side leaves that side open (None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from llmload.load.executors import Capacity
+
+MAX_PROBES = 24  # per target: a search that has not settled by then stops and says so
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One probe, judged."""
+
+    value: float
+    repeat: int  # 0 for the first probe at this value, 1.. for repeats (another seed)
+    passed: bool
+    clear: bool
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float | None  # the capacity; None when even the lowest probe failed
+    low: float | None  # the interval's ends (None: open on that side)
+    high: float | None
+    bound: Literal["found", "at_least_max", "below_min", "unsettled"]
+
+
+def _min(settings: Capacity) -> float:
+    return settings.min if settings.min is not None else settings.start / 64
+
+
+def _tidy(v: float, settings: Capacity) -> float:
+    if settings.vary == "concurrency":
+        return float(max(1, round(v)))
+    return float(f"{v:.3g}")
+
+
+def _split(outcomes: Sequence[Outcome]) -> tuple[float | None, float | None]:
+    """(highest load below every failure that always passed, lowest load that ever failed)."""
+    failed = [o.value for o in outcomes if not o.passed]
+    hi = min(failed) if failed else None
+    bad = set(failed)
+    passed = [o.value for o in outcomes if o.passed and o.value not in bad and (hi is None or o.value < hi)]
+    return (max(passed) if passed else None), hi
+
+
+def _close_enough(lo: float, hi: float, settings: Capacity) -> bool:
+    if settings.vary == "concurrency":
+        return hi - lo <= max(1.0, math.floor(settings.precision * lo))
+    return hi / lo - 1 <= settings.precision
+
+
+def next_probe(outcomes: Sequence[Outcome], settings: Capacity) -> tuple[float, int] | None:
+    """The next probe (load, repeat number), or None when the search is done."""
+    if len(outcomes) >= MAX_PROBES:
+        return None
+    if not outcomes:
+        return _tidy(settings.start, settings), 0
+    lo, hi = _split(outcomes)
+    if hi is None:  # everything passed so far: bracket upwards
+        assert lo is not None
+        if lo >= settings.max:
+            return None
+        return min(settings.max, _tidy(lo * settings.factor, settings)), 0
+    if lo is None:  # everything failed so far: bracket downwards
+        floor = _min(settings)
+        if hi <= floor:
+            return None
+        return max(floor, _tidy(hi / settings.factor, settings)), 0
+    if not _close_enough(lo, hi, settings):
+        mid = _tidy(math.sqrt(lo * hi), settings)
+        if lo < mid < hi:
+            return mid, 0
+    if settings.repeat:
+        for v in (lo, hi):
+            if sum(1 for o in outcomes if o.value == v) < 2:
+                return v, 1
+    return None
+
+
+def estimate(outcomes: Sequence[Outcome], settings: Capacity) -> Estimate:
+    lo, hi = _split(outcomes)
+    if lo is None:
+        return Estimate(None, None, hi, "below_min" if outcomes else "unsettled")
+    clear_pass = [
+        v
+        for v in {o.value for o in outcomes if o.value <= lo}
+        if all(o.passed and o.clear for o in outcomes if o.value == v)
+    ]
+    clear_fail = [o.value for o in outcomes if o.value > lo and not o.passed and o.clear]
+    bound: Literal["found", "at_least_max", "below_min", "unsettled"] = "found"
+    if hi is None:
+        bound = "at_least_max" if lo >= settings.max else "unsettled"
+    elif next_probe(outcomes, settings) is not None:
+        bound = "unsettled"  # stopped before the search was done (MAX_PROBES, a signal)
+    return Estimate(
+        lo, max(clear_pass) if clear_pass else None, min(clear_fail) if clear_fail else None, bound
+    )
