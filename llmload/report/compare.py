@@ -7,7 +7,7 @@ Metrics: TTFT, ITL and E2E at p50 and p99, and output throughput.
   resampling requests, not gaps, gives honest intervals.
 - Pairing: when both sides have unique request indexes (>= 0) and the indexes they share cover
   at least 95% of each side, the comparison is paired by index on the shared indexes (the same
-  workload item on both sides); otherwise it is unpaired.
+  workload item on both sides); otherwise it is unpaired (pairing.py).
 - Throughput: output tokens of the requests in the window divided by the window length, written
   as ``concurrency x sum(output_tokens) / sum(e2e)`` where concurrency = ``sum(e2e) / window`` (the
   mean number of streams in flight, an identity, so the point estimate is exactly tokens/window).
@@ -22,7 +22,6 @@ Metrics: TTFT, ITL and E2E at p50 and p99, and output throughput.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,11 @@ import numpy as np
 
 from llmload.report.bootstrap import Stat, diff_ci, point, quantile_stat, ratio_stat
 from llmload.report.cache_state import prefix_cache_warnings
+from llmload.report.pairing import Pair, align, by_index, request_field, throughput_pair, throughput_stat
 from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.slo import fmt
-from llmload.results_model import RequestLine
 
 BETTER, WORSE, SAME, NA = "better", "worse", "no significant difference", "n/a"
-PAIR_COVERAGE = 0.95
 # (metric key, requests.jsonl field, label)
 LATENCIES: tuple[tuple[str, str, str], ...] = (
     ("ttft", "ttft_ms", "TTFT"),
@@ -186,54 +184,12 @@ def _verdict(
     return BETTER if diff > 0 else WORSE
 
 
-def _field(name: str) -> Callable[[RequestLine], Any]:
-    return lambda r: getattr(r, name)
-
-
-def _by_index(
-    reqs: list[RequestLine], value: Callable[[RequestLine], Any]
-) -> tuple[dict[int, Any] | None, list[Any]]:
-    """Values per request, and the same keyed by request index (None when indexes are unusable)."""
-    vals: list[Any] = []
-    by: dict[int, Any] | None = {}
-    for r in reqs:
-        v = value(r)
-        if v is None:
-            continue
-        vals.append(v)
-        i = r.index
-        if by is not None:
-            if i < 0 or i in by:
-                by = None
-            else:
-                by[i] = v
-    return by, vals
-
-
-def _align(a: tuple[dict[int, Any] | None, list[Any]], b: tuple[dict[int, Any] | None, list[Any]]) -> _Pair:
-    (ia, va), (ib, vb) = a, b
-    if ia and ib:
-        common = sorted(ia.keys() & ib.keys())
-        if len(common) >= PAIR_COVERAGE * max(len(ia), len(ib)) and len(common) >= 2:
-            return _Pair(
-                np.array([ia[i] for i in common], float), np.array([ib[i] for i in common], float), True
-            )
-    return _Pair(np.asarray(va, dtype=float), np.asarray(vb, dtype=float), False)
-
-
-@dataclass
-class _Pair:
-    base: np.ndarray
-    cand: np.ndarray
-    paired: bool
-
-
 def _diff(
     bt: str,
     ct: str,
     names: list[str],
     unit: str,
-    pair: _Pair,
+    pair: Pair,
     stats: tuple[Stat, Stat],
     lower_is_better: bool,
     opts: dict[str, Any],
@@ -267,22 +223,6 @@ def _diff(
     return out
 
 
-def _tokens_e2e(r: RequestLine) -> tuple[float, float] | None:
-    return None if r.e2e_ms is None else (float(r.output_tokens), r.e2e_ms / 1000.0)
-
-
-def _throughput_stat(pairs: np.ndarray, reported: float | None) -> Stat | None:
-    """The run's own output tok/s (summary.json), resampled as reported x ratio(resample) / ratio(all).
-
-    ratio = sum(tokens) / sum(e2e) over the requests; the point estimate on the whole sample is
-    exactly the figure the run reported (llmload/throughput.py), so compare, the report and the
-    terminal show one number, and the interval comes from how the per-request ratio varies.
-    """
-    if not reported or len(pairs) == 0 or pairs[:, 0].sum() <= 0 or pairs[:, 1].sum() <= 0:
-        return None
-    return ratio_stat(reported / (pairs[:, 0].sum() / pairs[:, 1].sum()))
-
-
 def _compare_pair(
     rb: RunData, bt: str, rc: RunData, ct: str, opts: dict[str, Any], rng: np.random.Generator
 ) -> list[MetricDiff]:
@@ -290,18 +230,13 @@ def _compare_pair(
     reqs_b, reqs_c = rb.target_requests(bt), rc.target_requests(ct)
     q = quantile_stat(QUANTILES)
     for metric, fieldname, _ in LATENCIES:
-        pair = _align(
-            _by_index(reqs_b, _field(fieldname)),
-            _by_index(reqs_c, _field(fieldname)),
-        )
+        pair = align(by_index(reqs_b, request_field(fieldname)), by_index(reqs_c, request_field(fieldname)))
         out += _diff(bt, ct, [f"{metric}_p{x}" for x in QUANTILES], "ms", pair, (q, q), True, opts, rng)
-    all_b = rb.target_requests(bt, ok_only=False)
-    all_c = rc.target_requests(ct, ok_only=False)
-    pair = _align(_by_index(all_b, _tokens_e2e), _by_index(all_c, _tokens_e2e))
-    sb = _throughput_stat(pair.base.reshape(-1, 2), rb.output_tok_s(bt))
-    sc = _throughput_stat(pair.cand.reshape(-1, 2), rc.output_tok_s(ct))
+    pair = throughput_pair(rb.target_requests(bt, ok_only=False), rc.target_requests(ct, ok_only=False))
+    sb = throughput_stat(pair.base, rb.output_tok_s(bt))
+    sc = throughput_stat(pair.cand, rc.output_tok_s(ct))
     if sb is None or sc is None:
-        pair = _Pair(np.empty((0, 2)), np.empty((0, 2)), False)
+        pair = Pair(np.empty((0, 2)), np.empty((0, 2)), False)
         sb = sc = ratio_stat(0.0)
     out += _diff(bt, ct, ["output_tok_s"], "tok/s", pair, (sb, sc), False, opts, rng)
     return out
@@ -316,17 +251,20 @@ def _check_opts(threshold_pct: float, confidence: float, resamples: int) -> None
         raise BadResults(f"resamples must be at least 100, got {resamples}")
 
 
-def _run_compare(
+def compare_loaded(
     rb: RunData,
     rc: RunData,
     pairs: list[tuple[str, str]],
     baseline: str,
     candidate: str,
-    threshold_pct: float,
-    confidence: float,
-    resamples: int,
-    seed: int,
+    *,
+    threshold_pct: float = 5.0,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
 ) -> Comparison:
+    """Compare loaded runs pair by pair, (baseline target, candidate target); pair i draws from
+    ``default_rng([seed, i])``, so one pair compared alone gives what ``compare_targets`` gives."""
     _check_opts(threshold_pct, confidence, resamples)
     opts = {"threshold_pct": threshold_pct, "confidence": confidence, "resamples": resamples}
     cmp = Comparison(baseline, candidate, threshold_pct, confidence, resamples, seed)
@@ -368,7 +306,17 @@ def compare_runs(
             raise BadResults(f"{rb.path / 'summary.json'}: no target {bt!r} (has {', '.join(rb.targets)})")
         if ct not in rc.targets:
             raise BadResults(f"{rc.path / 'summary.json'}: no target {ct!r} (has {', '.join(rc.targets)})")
-    cmp = _run_compare(rb, rc, pairs, str(rb.path), str(rc.path), threshold_pct, confidence, resamples, seed)
+    cmp = compare_loaded(
+        rb,
+        rc,
+        pairs,
+        str(rb.path),
+        str(rc.path),
+        threshold_pct=threshold_pct,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+    )
     return replace(cmp, warnings=prefix_cache_warnings(rb, rc, pairs))
 
 
@@ -387,14 +335,14 @@ def compare_targets(
     for t in (target_a, target_b):
         if t not in run.targets:
             raise BadResults(f"{run.path / 'summary.json'}: no target {t!r} (has {', '.join(run.targets)})")
-    return _run_compare(
+    return compare_loaded(
         run,
         run,
         [(target_a, target_b)],
         f"{run.path}:{target_a}",
         f"{run.path}:{target_b}",
-        threshold_pct,
-        confidence,
-        resamples,
-        seed,
+        threshold_pct=threshold_pct,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
     )
