@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from llmload.cost_spec import CostSpec
 from llmload.durations import Duration, Timeout
 from llmload.load.executors import Phase, phases_from_shorthand
 from llmload.load.lengths import Length
@@ -103,7 +104,7 @@ class Target(Strict):
     )
     gpu_metrics_url: str | None = Field(None, description="DCGM-exporter text URL (scraped during the run)")
     labels: dict[str, str] = Field(default_factory=dict)
-    cost_per_hour: float | None = Field(None, ge=0)
+    cost_per_hour: float | None = Field(None, ge=0, description="dollars per hour for this target's hardware")
     sim: SimSpec | None = Field(
         None,
         description="kind sim: the simulator llmload starts; other kinds: the stand-in used with simulate: true",
@@ -271,6 +272,7 @@ class Scenario(Strict):
     load: Load = Field(default_factory=Load)
     client: Client = Field(default_factory=Client)
     slo: SloSpec | None = None
+    cost: CostSpec | None = Field(None, description="what self-hosting is weighed against (docs/reports.md)")
     influx: InfluxConfig | None = None
     output: Output = Field(default_factory=Output)
     simulate: bool = Field(

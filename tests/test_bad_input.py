@@ -293,6 +293,22 @@ CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, list[str
     ("slo negative", add("slo: {ttft_p99_ms: -1}\n"), {}, "validate", [], "slo.ttft_p99_ms:"),
     ("slo unknown", add("slo: {ttft_p99: 100}\n"), {}, "validate", [], "slo.ttft_p99: unknown field"),
     (
+        "api price negative",
+        add("cost: {api_price_per_mtok: -0.6}\n"),
+        {},
+        "validate",
+        [],
+        "s.yaml:13: cost.api_price_per_mtok: Input should be greater than 0",
+    ),
+    (
+        "cost unknown",
+        add("cost:\n  api_price_per_mtok: 0.6\n  per_hour: 2\n"),
+        {},
+        "validate",
+        [],
+        "s.yaml:15: cost.per_hour: unknown field",
+    ),
+    (
         "influx url",
         add("influx: {url: notaurl}\n"),
         {},
