@@ -55,6 +55,7 @@ class SynthTarget:
     cost_per_hour: float | None = None
     gpus: int = 1
     ttft_scale: float = 1.0  # multiplies every TTFT after drawing (a shift that keeps the random draws)
+    seed: int | None = None  # its own draw stream (default: from the run's seed and its position)
 
 
 @dataclass
@@ -288,11 +289,14 @@ def write_results_dir(
     histograms: bool = True,
     interval_s: float = 2.0,
     run_id: str | None = None,
+    cost: dict[str, float] | None = None,
 ) -> Path:
     """Write summary.json, requests.jsonl, timeseries.jsonl, events.jsonl (+ telemetry.jsonl) into ``path``.
 
     Each target draws from its own seeded stream, so changing one target (or ``ttft_scale``)
     leaves the others' draws unchanged; the same index means the same workload item for every target.
+    Two targets given the same ``seed`` (and settings) draw the same requests. ``cost`` is the
+    scenario's ``cost:`` mapping.
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -300,7 +304,7 @@ def write_results_dir(
     recs: dict[str, list[RequestRecord]] = {}
     per_level: dict[str, list[list[RequestRecord]]] = {}
     for ti, t in enumerate(targets):
-        rng = random.Random(seed * 1000 + ti)
+        rng = random.Random(seed * 1000 + ti if t.seed is None else t.seed)
         start = T0
         recs[t.name] = []
         per_level[t.name] = []
@@ -327,7 +331,7 @@ def write_results_dir(
             "run_id": run_id or f"synthetic-{seed}",
             "scenario_name": "synthetic",
             "scenario_file": "scenarios/synthetic.yaml",
-            "scenario": {"name": "synthetic"},
+            "scenario": {"name": "synthetic", "cost": cost},
             "started_at": "2025-12-02T12:00:00.000Z",
             "ended_at": "2025-12-02T12:01:00.000Z",
             "duration_s": round(window[1] - window[0], 3),

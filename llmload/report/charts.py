@@ -15,6 +15,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from llmload.report.engine import rate_series
+from llmload.report.levels import is_sweep
 from llmload.report.results import RunData
 from llmload.report.stats import ecdf, histogram_cdf
 from llmload.results_model import latency
@@ -117,8 +118,9 @@ def over_time(run: RunData, field: str, title: str, y: str, key: str) -> Chart |
 
 
 def sweep(run: RunData) -> Chart | None:
-    """TTFT p99 and ITL p99 against output throughput, one line per target, a point per level."""
-    if not run.levels:
+    """TTFT p99 and ITL p99 against output throughput, one line per target, a point per level (sweeps
+    only: a run's one unnamed level is no sweep)."""
+    if not is_sweep(run.summary):
         return None
     col = colours(run)
     fig = make_subplots(

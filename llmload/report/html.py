@@ -12,7 +12,8 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from llmload import __version__
-from llmload.report.charts import Chart, all_charts
+from llmload.report.charts import Chart, all_charts, colours
+from llmload.report.decision import render_rows
 from llmload.report.engine import (
     AGREEMENT_HEADERS,
     ENGINE_HEADERS,
@@ -22,6 +23,7 @@ from llmload.report.engine import (
 )
 from llmload.report.levels import table_rows
 from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
+from llmload.report.pareto_svg import render_svg
 from llmload.report.slo import fmt
 
 PLOTLY_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
@@ -87,6 +89,37 @@ def _header(rep: Report) -> str:
             + "</div>"
         )
     return "\n".join(parts)
+
+
+def _decision(rep: Report) -> str:
+    """Which target wins each figure, and self-hosting against the API (each left out when it does not apply)."""
+    out = []
+    if rep.decision:
+        headers, cells = render_rows(rep.decision)
+        out.append('<h2 id="decision">Decision summary</h2>')
+        out.append(_table(headers, [[_e(c) for c in row] for row in cells], (1, 2, 4, 5)))
+        out.append(
+            '<p class="note">winner: the interval of its lead excludes 0 (paired bootstrap, as '
+            "<code>llmload compare --targets</code>); otherwise no clear winner.</p>"
+        )
+    if rep.break_even:
+        out.append('<h2 id="break-even">Self-hosting against the API</h2><ul>')
+        out += [f"<li>{_e(b.sentence())}</li>" for b in rep.break_even]
+        out.append("</ul>")
+    return "".join(out)
+
+
+def _pareto(rep: Report) -> str:
+    if not rep.pareto:
+        return ""
+    tpot = rep.slo.tpot_p50_ms if rep.slo is not None else None
+    return (
+        '<h2 id="pareto">Pareto frontier</h2><div class="svg-chart">'
+        + render_svg(rep.pareto, colours(rep.run), tpot)
+        + '<p class="note">one point per target and level: output tok/s per user (1000 / TPOT p50) against '
+        "output tok/s per GPU; the line joins each target's frontier (its points no other of its points "
+        "beats on both); filled points met every SLO at their load.</p></div>"
+    )
 
 
 def _summary(rep: Report) -> str:
@@ -263,13 +296,15 @@ def _chart(c: Chart) -> str:
 
 def render_html(rep: Report) -> str:
     sections = all_charts(rep.run)
-    body = [_header(rep), _summary(rep), _slo(rep), _engines(rep)]
+    body = [_header(rep), _decision(rep), _summary(rep), _slo(rep), _engines(rep)]
     for name, charts in sections.items():
         if name == "Client health":
             continue
         body.append(
             f"<h2>{_e(name)}</h2><div class='charts'>" + "".join(_chart(c) for c in charts) + "</div>"
         )
+        if name == "Sweep":
+            body.append(_pareto(rep))
     body.append(_efficiency(rep))
     body.append('<h2 id="client">Client health</h2>' + _client(rep))
     if "Client health" in sections:

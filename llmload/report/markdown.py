@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmload.report.decision import render_rows
 from llmload.report.engine import (
     AGREEMENT_HEADERS,
     ENGINE_HEADERS,
@@ -13,6 +14,8 @@ from llmload.report.engine import (
 )
 from llmload.report.levels import table_rows
 from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
+from llmload.report.pareto import HEADERS as PARETO_HEADERS
+from llmload.report.pareto import table_rows as pareto_rows
 from llmload.report.slo import fmt
 
 
@@ -47,6 +50,14 @@ def render_markdown_report(rep: Report) -> str:
             "latencies include client-side delay."
         )
         lines += [f"> - {r}" for r in client.unreliable_reasons]
+    if rep.decision:
+        headers, cells = render_rows(rep.decision)
+        lines += ["", "### Decision summary", "", *_table(headers, cells), ""]
+        lines.append(
+            "Winner: the interval of its lead excludes 0 (paired bootstrap, as `llmload compare --targets`)."
+        )
+    if rep.break_even:
+        lines += ["", "### Self-hosting against the API", ""] + [f"- {b.sentence()}" for b in rep.break_even]
     lines += ["", "### Summary", ""]
     rows = [[r[k] for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
     lines += _table([h for _, h in SUMMARY_COLUMNS], rows)
@@ -103,6 +114,10 @@ def render_markdown_report(rep: Report) -> str:
             "",
             *_table(["target", "capacity (highest level that met every SLO)", "short levels"], rows),
         ]
+    if rep.pareto:
+        lines += ["", "### Pareto frontier", ""]
+        lines.append("Output tok/s per user (1000 / TPOT p50) against output tok/s per GPU, per level:")
+        lines += ["", *_table(PARETO_HEADERS, pareto_rows(rep.pareto))]
     lines += ["", "### Verdicts", ""]
     for v in rep.verdicts():
         mark = "PASS" if v.passed else "FAIL"

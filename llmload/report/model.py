@@ -5,13 +5,18 @@ HTML, Markdown and JUnit all render a :class:`Report`, so the three never disagr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ValidationError
 
+from llmload.report.breakeven import BreakEven, break_even, cost_from_summary
+from llmload.report.decision import DecisionRow, decision_rows
 from llmload.report.efficiency import Efficiency, efficiency
 from llmload.report.levels import LevelRow, LevelVerdict, capacity_results, level_rows, verdicts
+from llmload.report.pareto import ParetoPoint, level_points
 from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.slo import (
     SloResult,
@@ -22,6 +27,8 @@ from llmload.report.slo import (
 )
 from llmload.results_model import latency
 from llmload.slo_spec import SloSpec
+
+_T = TypeVar("_T")
 
 # (key, header) of the per-target summary table, in order
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -61,6 +68,9 @@ class Report:
     levels: dict[str, LevelVerdict]  # sweeps: each target's capacity (report/levels.py)
     level_rows: list[LevelRow]
     efficiency: list[Efficiency]
+    decision: list[DecisionRow] = field(default_factory=list)  # two or more targets (report/decision.py)
+    pareto: list[ParetoPoint] = field(default_factory=list)  # sweeps (report/pareto.py)
+    break_even: list[BreakEven] = field(default_factory=list)  # with cost.api_price_per_mtok
 
     @property
     def slo_passed(self) -> bool | None:
@@ -146,21 +156,34 @@ class Report:
 def build_report(results_dir: Path | str) -> Report:
     """Load a results directory and compute SLO results, goodput, sweep verdicts and efficiency."""
     run = load_run(results_dir)
-    try:
-        slo = slo_from_summary(run.summary)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err.get("loc", ()))
-        raise BadResults(f"{run.path / 'summary.json'}: field 'run.slo.{loc}': {err.get('msg')}") from None
+    slo = _valid(run, "slo", lambda: slo_from_summary(run.summary))
+    cost = _valid(run, "scenario.cost", lambda: cost_from_summary(run.summary))
     rows = level_rows(run.summary, slo)
     # A sweep is judged on its capacity, level by level; any other run on its whole-run figures.
     results = capacity_results(rows, slo) if rows else (evaluate_slos(run.summary, slo) if slo else [])
+    levels = verdicts(rows)
+    eff = efficiency(run)
     return Report(
         run=run,
         slo=slo,
         slo_results=results,
         goodput=goodput_by_target(run, slo),
-        levels=verdicts(rows),
+        levels=levels,
         level_rows=rows,
-        efficiency=efficiency(run),
+        efficiency=eff,
+        decision=decision_rows(run, levels, eff),
+        pareto=level_points(run.summary, rows, {e.target: e.gpus for e in eff}),
+        break_even=break_even(run.summary, cost, levels),
     )
+
+
+def _valid(run: RunData, where: str, read: Callable[[], _T]) -> _T:
+    """``read()``, or BadResults naming summary.json's field when what the run recorded does not validate."""
+    try:
+        return read()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        raise BadResults(
+            f"{run.path / 'summary.json'}: field 'run.{where}.{loc}': {err.get('msg')}"
+        ) from None
