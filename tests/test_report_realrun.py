@@ -16,6 +16,7 @@ import pytest
 from llmload.report.cli import report_main
 from llmload.report.compare import NA, compare_targets
 from llmload.report.html import build_html
+from llmload.report.slo import fmt
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "quickstart.yaml"
@@ -37,6 +38,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
         "--set", "client.loop_lag_threshold_ms=5000", "--set", "client.cpu_threshold_percent=100",
         # an SLO no engine can meet, and one every run meets
         "--set", "slo.ttft_p99_ms=0.001", "--set", "slo.error_rate=1",
+        "--set", "cost.api_price_per_mtok=0.6",  # the scenario's API price: the break-even lines
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
     if not (d / "summary.json").is_file():
@@ -93,3 +95,16 @@ def test_compare_two_targets_of_a_real_run(real_run: tuple[Path, int]) -> None:
     for diff in cmp.diffs:
         assert diff.verdict != NA and diff.n_baseline > 0 and diff.n_candidate > 0, diff
         assert diff.ci_low is not None and diff.ci_high is not None and diff.ci_low <= diff.ci_high
+
+
+def test_a_real_run_of_two_targets_opens_with_the_decision_summary(real_run: tuple[Path, int]) -> None:
+    d, _ = real_run
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["run"]["scenario"]["cost"] == {"api_price_per_mtok": 0.6}
+    md = (d / "report.md").read_text()
+    decision = md[md.index("### Decision summary") : md.index("### Summary")]
+    row = next(x for x in decision.splitlines() if x.startswith("| output tok/s |"))
+    for target, block in summary["targets"].items():  # the same throughput figure as the summary's
+        assert f"{target} {fmt(block['throughput']['output_tok_s'])} tok/s" in row
+    priced = [t for t, b in summary["targets"].items() if b["cost_per_hour"]]
+    assert priced and all(f"- {t} (" in md[md.index("### Self-hosting against the API") :] for t in priced)
