@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,8 +21,9 @@ FAST = SynthTarget("fast", ttft_ms=40, itl_ms=10, cost_per_hour=8.0, gpus=2)
 SLOW = SynthTarget("slow", ttft_ms=120, itl_ms=30, cost_per_hour=3.0)
 
 
-def _summary(d: Path) -> dict:  # type: ignore[type-arg]
-    return json.loads((d / "summary.json").read_text())  # type: ignore[no-any-return]
+def _summary(d: Path) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads((d / "summary.json").read_text())
+    return out
 
 
 def test_a_strong_difference_names_the_winner_with_an_interval_that_excludes_0(tmp_path: Path) -> None:
@@ -39,7 +41,7 @@ def test_a_strong_difference_names_the_winner_with_an_interval_that_excludes_0(t
     assert rows["TTFT p99"].leader_value == pytest.approx(s["fast"]["latency_ms"]["ttft"]["p99"])
     diff = next(x for x in compare_targets(d, "slow", "fast").diffs if x.metric == "output_tok_s")
     assert (tp.ci_low, tp.ci_high) == pytest.approx((diff.ci_low, diff.ci_high))
-    per_dollar = s["fast"]["throughput"]["output_tok_s"] * 3600 / FAST.cost_per_hour  # type: ignore[operator]
+    per_dollar = s["fast"]["throughput"]["output_tok_s"] * 3600 / s["fast"]["cost_per_hour"]
     assert rows["tokens per $"].leader_value == pytest.approx(per_dollar)
     md = render_markdown(d)
     assert md.index("### Decision summary") < md.index("### Summary")
@@ -68,7 +70,8 @@ def test_one_target_has_no_decision_summary(tmp_path: Path) -> None:
 
 
 def test_per_target_intervals_decide_a_row_only_where_they_do_not_overlap() -> None:
-    values: dict[str, float | None] = {"a": 40.0, "b": 32.0, "c": None}
+    measured = {"a": 40.0, "b": 32.0}
+    values: dict[str, float | None] = {**measured, "c": None}  # c: not measured, ranked last
     apart = row_from_values(
         "capacity", "streams", values, lower_is_better=False, intervals={"a": (38, 42), "b": (30, 34)}
     )
@@ -79,7 +82,7 @@ def test_per_target_intervals_decide_a_row_only_where_they_do_not_overlap() -> N
     assert (apart.leader, apart.runner_up, apart.winner) == ("a", "b", "a")
     assert (apart.ci_low, apart.ci_high) == (38 - 34, 42 - 30)
     assert overlap.winner is None and overlap.ci_low is not None and overlap.ci_low < 0
-    assert apart.advantage == values["a"] - values["b"]  # type: ignore[operator]
+    assert apart.advantage == measured["a"] - measured["b"]  # leader minus runner-up, higher being better
 
 
 def test_break_even_volume_follows_from_the_summary(tmp_path: Path) -> None:
@@ -95,7 +98,7 @@ def test_break_even_volume_follows_from_the_summary(tmp_path: Path) -> None:
     cost = s[cheap]["cost_per_hour"]
     assert rows[cheap].break_even_tokens == pytest.approx(cost * HOURS_PER_MONTH / (price / 1e6))
     assert rows[cheap].beats_api and not rows[dear].beats_api
-    assert rows[cheap].break_even_tokens < rows[cheap].tokens_per_month  # type: ignore[operator]
+    assert rows[cheap].break_even_tokens < (rows[cheap].tokens_per_month or 0)
     md = render_markdown(d)
     lines = {t: next(x for x in md.splitlines() if x.startswith(f"- {t} (")) for t in (cheap, dear)}
     assert volume(rows[cheap].break_even_tokens) in lines[cheap]

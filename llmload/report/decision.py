@@ -97,7 +97,8 @@ def row_from_values(
     intervals: dict[str, tuple[float, float]] | None = None,
     note: str = "",
 ) -> DecisionRow | None:
-    """A row from one value per target (None: not measured); None with fewer than one value.
+    """A row from one value per target (None: not measured, ranked last); None when fewer than two
+    targets are given or none has a value.
 
     ``intervals``: each target's own interval of its value (unpaired); the advantage's interval is
     then the conservative difference of the two (it excludes 0 only where they do not overlap).
