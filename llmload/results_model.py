@@ -187,6 +187,7 @@ class Step(_Model):
     end: float | None
     target_rate: float | None
     users: int | None
+    planned_s: float | None = None  # the step's scheduled length (None: until its request count)
 
 
 class RunBlock(_Model):

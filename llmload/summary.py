@@ -99,6 +99,18 @@ def run_target(t: Any, agg: Aggregator, window: TargetStats, everything: TargetS
     )
 
 
+def _measured_span(meta: Step, steps: list[Step], target: str, warmup: float) -> float:
+    """The time a step's level sent its requests in, for its achieved rate: after the target's
+    warm-up (its first step's start plus ``load.warmup``; warm-up requests are a level of their own),
+    until its schedule ended (``planned_s``; the conductor closes a step at its next tick, up to a
+    second later, or once a request-bounded open loop's streams have all ended)."""
+    first = min((m.start for m in steps if target in m.targets), default=meta.start)
+    start = max(meta.start, first + warmup)
+    assert meta.end is not None
+    end = meta.end if meta.planned_s is None else min(meta.end, meta.start + meta.planned_s)
+    return max(1e-9, end - start)
+
+
 def build_summary(
     *,
     scenario: Any,
@@ -136,7 +148,7 @@ def build_summary(
         for t, b in blocks.items():
             meta = next((m for m in steps if m.phase == ph and m.level == lv and t in m.targets), None)
             if meta is not None and meta.end is not None:
-                dur = max(1e-9, meta.end - meta.start)
+                dur = _measured_span(meta, steps, t, scenario.load.warmup)
                 b.rate = LevelRate(
                     target=meta.target_rate,
                     achieved=round(b.requests.sent / dur, 4),

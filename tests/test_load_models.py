@@ -290,3 +290,27 @@ def test_malformed_dataset_names_the_line(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert r.returncode == 2 and "bad.jsonl:2" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.timeout(150)
+def test_request_bounded_steps_end_after_a_warm_up_and_send_at_their_rate(
+    tmp_path: Path, sse_server: str
+) -> None:
+    # The warm-up's requests are sent in the first step and count against its budget: the step ends
+    # once warm-up and measured requests together reach it (it used to wait for measured ones only).
+    scn = targets(sse_server, ("a",), FAST) + (
+        "load:\n  warmup: 1s\n  stop_grace: 10s\n  phases:\n"
+        "    - {executor: sweep, name: sw, vary: rate, levels: [20, 30], requests: 60}\n"
+        "    - {executor: sweep, name: sc, vary: concurrency, levels: [2], requests: 30}\n"
+    )
+    code, summary, lines, log = run(scn, tmp_path)
+    assert code == 0, log
+    levels = {x["level"]: x["targets"]["a"] for x in summary["levels"]}
+    warm = [x for x in lines if x["level"] == "warmup"]
+    assert warm and levels["rate=20"]["requests"]["sent"] == 60 - len(warm)
+    assert levels["rate=30"]["requests"]["sent"] == 60 and levels["c=2"]["requests"]["sent"] == 30
+    # a request-bounded open loop spreads exactly its count over count / rate seconds: its rate
+    # is the one asked for (measured after the warm-up for the first level)
+    assert levels["rate=30"]["rate"]["achieved"] == pytest.approx(30.0, rel=0.05)
+    starts = sorted(x["intended_time"] for x in lines if x["level"] == "rate=30")
+    assert starts[-1] - starts[0] < 2.0

@@ -32,9 +32,9 @@ from llmload.capacity.outcome import (
     ProbeRow,
     TargetCapacity,
     ratios,
-    render_markdown,
     render_text,
 )
+from llmload.capacity.page import render_html, render_markdown
 from llmload.capacity.probe import ProbeSpec, last_line, probe_command, start_probe
 from llmload.capacity.search import Outcome, estimate, next_probe
 from llmload.cores import worker_count
@@ -43,7 +43,7 @@ from llmload.load.executors import Capacity
 from llmload.report.efficiency import efficiency
 from llmload.report.results import BadResults, load_run
 from llmload.report.slo import fmt
-from llmload.results_model import Level
+from llmload.results_model import Level, latency
 from llmload.scenario import Scenario, load_scenario
 from llmload.usage import ArgParser
 from llmload.yamlsrc import InputError
@@ -189,6 +189,7 @@ class Search:
             requests=block.requests.sent,
             achieved_rate=_achieved(run.levels, spec),
             output_tok_s=block.throughput.output_tok_s,
+            tpot_p50_ms=latency(block, "tpot").p50,
             figures={
                 f.slo: ProbeFigure(
                     measured=f.measured, threshold=f.threshold, low=f.low, high=f.high, passed=f.passed
@@ -349,7 +350,8 @@ def finish(search: Search, wanted: list[str]) -> int:
         reasons=reasons,
     )
     (search.results / "capacity.json").write_text(res.model_dump_json(indent=2) + "\n")
-    (search.results / "capacity.md").write_text(render_markdown(res))
+    (search.results / "capacity.md").write_text(render_markdown(res, sc.cost))
+    (search.results / "capacity.html").write_text(render_html(res, sc.cost))
     print(render_text(res))
     verdict = {EXIT_OK: "ok", EXIT_SLO: "capacity short"}.get(code, status)
     print(f"llmload capacity: {verdict} (exit {code}); results in {search.results}", flush=True)

@@ -42,6 +42,7 @@ class ProbeRow(_Model):
     requests: int = 0
     achieved_rate: float | None = None
     output_tok_s: float | None = None
+    tpot_p50_ms: float | None = None
     figures: dict[str, ProbeFigure] = {}
 
 
@@ -179,23 +180,3 @@ def render_text(res: CapacityResult) -> str:
     lines += [ratio_sentence(r, res) for r in res.ratios]
     lines += res.reasons
     return "\n".join(lines)
-
-
-def render_markdown(res: CapacityResult) -> str:
-    headers, rows = table(res)
-    out = [f"# Capacity: {res.scenario}", "", f"Within {slo_words(res.slo)}; status: {res.status}.", ""]
-    out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    out += [""] + [f"- {ratio_sentence(r, res)}" for r in res.ratios]
-    out += ["", "## Probes", "", "| # | target | load | verdict | requests | sent/s | output tok/s | note |"]
-    out.append("|---|---|---|---|---|---|---|---|")
-    for p in res.probes:
-        load = f"{fmt(p.value)}/s" if res.vary == "rate" else f"{int(p.value)} streams"
-        again = f" (repeat {p.repeat})" if p.repeat else ""
-        early = "ended early; " if p.ended_early else ""
-        out.append(
-            f"| {p.number} | {p.target} | {load}{again} | {p.verdict} | {p.requests} | "
-            f"{fmt(p.achieved_rate)} | {fmt(p.output_tok_s)} | {early}{p.note} [{p.dir}]({p.dir}/) |"
-        )
-    out += ["", *[f"- {r}" for r in res.reasons]]
-    return "\n".join(out).rstrip() + "\n"

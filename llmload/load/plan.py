@@ -58,6 +58,16 @@ class Step:
     def open_loop(self) -> bool:
         return self.rate is not None
 
+    @property
+    def planned_s(self) -> float | None:
+        """How long the step's schedule lasts: its duration, or an open loop's request count at its
+        rate; None for a closed loop bounded by a count."""
+        if self.duration is not None:
+            return self.duration
+        if self.rate and self.max_requests is not None:
+            return self.max_requests / self.rate
+        return None
+
 
 @dataclass(frozen=True)
 class PlanStep:
@@ -220,7 +230,7 @@ def split_share(total: int, k: int, n: int) -> int:
     return total // n + (1 if k < total % n else 0)
 
 
-def arrival_times(step: Step, seed: int, horizon: float | None = None) -> list[float]:
+def arrival_times(step: Step, seed: int) -> list[float]:
     """Seeded arrival offsets (seconds from the step start) for an open-loop step.
 
     Ramping rates map arrivals through the inverse of the integrated (linear) rate.
@@ -229,19 +239,13 @@ def arrival_times(step: Step, seed: int, horizon: float | None = None) -> list[f
     assert step.rate is not None
     if step.arrivals:
         return list(step.arrivals)  # a trace: its own times, the same for every target (paired)
-    dur = step.duration if step.duration is not None else horizon
+    # Request-count bounded: the count's own span at the step's rate, drawn like a duration's.
+    dur = step.planned_s
+    assert dur is not None, "an open-loop step has a duration or a request count"
     r0 = step.start_rate if step.start_rate is not None else step.rate
     r1 = step.rate
     limit = step.max_requests or 10_000_000
     rng = random.Random(seed)
-    out: list[float] = []
-    if dur is None:
-        # Request-count bounded at a constant rate.
-        t = 0.0
-        while len(out) < limit:
-            t += rng.expovariate(r1) if step.arrival == "poisson" else 1.0 / r1
-            out.append(t)
-        return out
     total = (r0 + r1) / 2 * dur  # expected arrivals: integral of the rate
     n = min(limit, int(round(total)))
     if step.arrival == "poisson":

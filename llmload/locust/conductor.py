@@ -22,7 +22,7 @@ from llmload.locust.controller import LLMRun
 from llmload.locust.intervals import Intervals
 from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.users import class_name
-from llmload.runstate import Aggregator
+from llmload.runstate import WARMUP, Aggregator
 from llmload.sinks.results import ResultsWriter
 from llmload.slo_watch import step_miss
 
@@ -110,10 +110,7 @@ class Conductor:
             elapsed = now - self.step_started
             done = st.duration is not None and elapsed >= st.duration
             if st.max_requests is not None:
-                lvl = self.agg.levels.get((st.phase, st.level), {})
-                done = done or all(
-                    (lvl[t].requests if t in lvl else 0) >= st.max_requests for t in ps.targets
-                )
+                done = done or all(self.step_requests(ps, t) >= st.max_requests for t in ps.targets)
             if not done and self.sc.load.stop_on_slo_miss and self.sc.slo is not None:
                 why = step_miss(self.agg.levels.get((st.phase, st.level), {}), ps, self.sc.slo)
                 if why is not None:
@@ -148,6 +145,13 @@ class Conductor:
         self._last_tick = IDLE
         return self._last_tick
 
+    def step_requests(self, ps: PlanStep, target: str) -> int:
+        """Requests of ``target`` recorded in this step; in its first step, with the warm-up's (they
+        count against the step's ``max_requests`` as they were sent in it)."""
+        st = ps.step
+        keys = [(st.phase, st.level)] + ([(st.phase, WARMUP)] if ps.position == 0 else [])
+        return sum(self.agg.levels[k][target].requests for k in keys if target in self.agg.levels.get(k, {}))
+
     def users_for(self, ps: PlanStep) -> Tick:
         if ps.step.open_loop:
             return IDLE
@@ -172,6 +176,7 @@ class Conductor:
                 "end": None,
                 "target_rate": ps.step.rate,
                 "users": None if ps.step.open_loop else ps.step.users,
+                "planned_s": ps.step.planned_s,
             }
         )
         self.broadcast_step(number, now)

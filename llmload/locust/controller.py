@@ -198,7 +198,7 @@ class LLMRun:
     def _drive_open_loop(self, ps: PlanStep, t: str, t0: float) -> None:
         st = ps.step
         seed = self.sc.workload.seed * 1009 + ps.position
-        times = arrival_times(st, seed=seed, horizon=None)
+        times = arrival_times(st, seed=seed)
         cap = max(1, split_share(st.max_vus, self.k, self.n))
         target = self.targets[t]
         transport = GeventTransport(
