@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from llmload.livewindow import LiveWindow
 from llmload.metrics import Histogram, TargetStats
 from llmload.records import RequestRecord
 from llmload.stamps import ReadStamps
@@ -136,8 +137,9 @@ class Collector:
 class Aggregator:
     """Merges collector deltas from one or many processes."""
 
-    def __init__(self, targets: list[str]) -> None:
+    def __init__(self, targets: list[str], clock: Callable[[], float] = time.time) -> None:
         self.targets = targets
+        self.clock = clock  # when a delta is received (never a worker's own clock)
         self.level_order: list[tuple[str, str]] = []
         self.levels: dict[tuple[str, str], dict[str, TargetStats]] = {}
         self.interval: dict[str, TargetStats] = {t: TargetStats() for t in targets}
@@ -160,10 +162,11 @@ class Aggregator:
         self.completed_by_worker: dict[str, dict[str, int]] = {}
         self.lost_unaccounted = 0  # requests lost workers sent but never reported
         self.cpu: dict[str, float] = {}
+        self.live = LiveWindow()  # the live rate and percentiles (progress line, LLM tab, timeseries)
 
     def merge(self, delta: dict[str, Any]) -> None:
         w = delta["worker"]
-        self.last_seen[w] = time.time()
+        now = self.last_seen[w] = self.clock()
         for ph, lv, d in delta["levels"]:
             key = (ph, lv)
             if key not in self.levels:
@@ -171,8 +174,10 @@ class Aggregator:
                 self.level_order.append(key)
             for t, wire in d.items():
                 self.levels[key].setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
-        for t, wire in delta["interval"].items():
-            self.interval.setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
+        interval = {t: TargetStats.from_wire(wire) for t, wire in delta["interval"].items()}
+        for t, st in interval.items():
+            self.interval.setdefault(t, TargetStats()).merge(st)
+        self.live.report(w, now, delta.get("streamed", {}), interval)
         self.in_flight[w] = delta["in_flight"]
         self.users[w] = delta["users"]
         self.sent[w] = delta["sent"]
@@ -208,6 +213,7 @@ class Aggregator:
     def forget_worker(self, worker: str) -> None:
         """A lost worker's streams are no longer in flight, nor waited for."""
         self.in_flight.pop(worker, None)
+        self.live.forget(worker)
         self.users.pop(worker, None)
         self.cpu.pop(worker, None)
         sent = self.sent.pop(worker, None) or {}

@@ -1,7 +1,8 @@
 """Reporting intervals (local runner or master): every ``client.report_interval`` seconds, one
 timeseries.jsonl row per target from the merged figures, the same row to each sink (InfluxDB), and
 the terminal's progress line; the client's CPU is sampled here for the run's health
-(llmload/client_health.py).
+(llmload/client_health.py). The rows' ``output_tok_s`` and the progress line's figures are the live
+sliding window's (llmload/livewindow.py), the same the web UI's LLM tab shows.
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ class Host(Protocol):
     started_at: float
 
     def pull(self) -> None: ...
+
+
+def live_row(agg: Aggregator, target: str) -> dict[str, Any]:
+    """One target's live figures: run totals now, the rate and percentiles of the sliding window."""
+    return {
+        "requests_total": agg.completed(target),
+        "in_flight": agg.total_in_flight(target),
+        "output_tok_s": agg.live.rate(target),
+        **agg.live.latency(target),
+    }
 
 
 class Intervals:
@@ -94,6 +105,7 @@ class Intervals:
             reqs = st.requests if st else 0
             out_tok = st.output_tokens if st else 0  # tokens of requests that completed in the interval
             live_tok = streamed.get(t, 0)  # tokens received during the interval, as they streamed
+            live = live_row(c.agg, t)
             row = TimeseriesRow(
                 t=round(now, 3),
                 target=t,
@@ -102,7 +114,7 @@ class Intervals:
                 failures=st.failures if st else 0,
                 output_tokens=out_tok,
                 streamed_tokens=live_tok,
-                output_tok_s=round(live_tok / span, 3),
+                output_tok_s=round(live["output_tok_s"] or 0.0, 3),  # the sliding window's
                 req_s=round(reqs / span, 4),
                 in_flight=c.agg.total_in_flight(t),
                 users=c.agg.total_users(t),
@@ -119,7 +131,7 @@ class Intervals:
                     s.interval(row)
                 except Exception as e:  # noqa: BLE001
                     log.warning("llmload: sink interval failed: %s", e)
-            prog[t] = {**row, "requests_total": c.agg.completed(t)}
+            prog[t] = live
         c.results.flush()
         if c.progress and progress and c.state != "init":  # not while workers check the targets
             sys.stderr.write(progress_line(now - (c.run_t0 or c.started_at), prog) + "\n")
