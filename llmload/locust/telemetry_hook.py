@@ -183,9 +183,15 @@ class TelemetryScraper:
 
 
 def _sim_dialect(t: Any) -> str:
+    """The /metrics dialect of a simulated target: its own setting, else its profile's."""
     if t.sim is not None and t.sim.dialect:
         return str(t.sim.dialect)
     prof = t.sim.profile if t.sim is not None else ""
     if isinstance(prof, dict):
         return str(prof.get("dialect", "vllm"))
-    return "aphrodite" if "aphrodite" in str(prof) else "vllm"
+    from llmload.sim.profiles import ProfileError, list_profiles, load_profile, load_profile_file
+
+    try:  # a shipped profile's name (test-fast-b speaks aphrodite, its name does not say so)
+        return load_profile(prof).dialect if prof in list_profiles() else load_profile_file(prof).dialect
+    except ProfileError:
+        return "aphrodite" if "aphrodite" in str(prof) else "vllm"
