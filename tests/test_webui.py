@@ -23,6 +23,7 @@ from tests.servers import free_port
 from tests.webui_support import (
     Proc,
     _missing,
+    charts_with_series,
     dom_table,
     live,
     llm_rows_with_figures,
@@ -101,6 +102,23 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
         )
         assert all(num(rows[t]["Users"]) == 2 for t in rows), rows
         page.locator("#llmload-csv").wait_for(state="visible", timeout=5000)  # the tab's CSV link
+        # The tab's charts, drawn in the page from ./llmload/series: a line per target in each,
+        # KV-cache usage included (the simulators' /metrics, scraped into telemetry.jsonl).
+        charts = {
+            "tok": ["output_tok_s"],
+            "ttft": ["ttft_p50_ms", "ttft_p99_ms"],
+            "itl": ["itl_p99_ms"],
+            "inflight": ["in_flight"],
+            "kv": ["kv_cache_usage_pct"],
+        }
+        wait_for("charts with a series per target", lambda: charts_with_series(page, set(rows), charts), 30)
+        series = httpx.get(base + "/llmload/series", timeout=5).json()
+        assert series["status"]["state"] == "running" and series["status"]["step"] == 1
+        for t in rows:
+            s = series["targets"][t]
+            assert len(s["t"]) >= 2 and max(x or 0 for x in s["output_tok_s"]) > 0
+            assert all(0 <= x <= 100 for x in s["kv_cache_usage_pct"] if x is not None)
+        assert "step 1/" in page.locator("#llmload-run-status").inner_text()
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-local.png"), full_page=True)
 

@@ -11,7 +11,9 @@ import io
 import random
 from pathlib import Path
 
-from llmload.locust.liveview import COLUMNS, WINDOW_S, LiveView, display_rows, to_csv
+from llmload.livewindow import WINDOW_S
+from llmload.locust.livecharts import ChartSeries
+from llmload.locust.liveview import COLUMNS, LiveView, display_rows, to_csv
 from llmload.locust.webui import split_list_value
 from llmload.records import FAILURE_CLASSES, RequestRecord
 from llmload.report.results import load_run
@@ -47,15 +49,24 @@ def make_records(
     return out
 
 
-def feed(targets: list[str], records: list[RequestRecord]) -> tuple[Aggregator, LiveView]:
+def feed(
+    targets: list[str], records: list[RequestRecord], reports: tuple[float, ...] = (NOW - 6.0, NOW - 2.0)
+) -> tuple[Aggregator, LiveView]:
+    """One worker's records in its second report, after a first (empty) one; each record's tokens
+    streamed in between. Any further reports are empty."""
     col = Collector(targets, worker="w1")
-    agg = Aggregator(targets)
+    at = [reports[0]]
+    agg = Aggregator(targets, clock=lambda: at[0])
     view = LiveView(targets, delivery_delay_s=DELAY, clock=lambda: NOW)
     agg.line_sinks.append(view.lines)
+    agg.merge(col.drain())
     for r in records:
         col.started(r.target)
+        col.streamed.add(col.streamed.request(r.target), r.output_tokens)
         col.record(r)
-    agg.merge(col.drain())
+    for t in reports[1:]:
+        at[0] = t
+        agg.merge(col.drain())
     return agg, view
 
 
@@ -65,7 +76,7 @@ def test_rows_are_derived_from_the_merged_request_lines() -> None:
     recent = make_records(rng, "a", 60, hi - WINDOW_S + 0.01, hi) + make_records(rng, "b", 25, hi - 5, hi)
     old = make_records(rng, "a", 15, hi - 40, hi - WINDOW_S - 1)  # ended before the window
     agg, view = feed(["a", "b"], recent + old)
-    view.interval({"target": "a", "itl_p50_ms": 20.0, "itl_p99_ms": 21.0, "loop_lag_p99_ms": 1.5})
+    view.interval({"target": "a", "loop_lag_p99_ms": 1.5})
     rows = {r["target"]: r for r in view.rows(agg, now=NOW)}
     assert [r["target"] for r in view.rows(agg, now=NOW)] == ["a", "b"]
     for t in ("a", "b"):
@@ -82,13 +93,16 @@ def test_rows_are_derived_from_the_merged_request_lines() -> None:
         first = min(r.start_time for r in recent + old)
         span = max(1.0, hi - max(hi - WINDOW_S, first))
         assert row["req_s"] == round(len(in_win) / span, 3)
-        assert row["output_tok_s"] == round(sum(r.output_tokens for r in ok) / span, 1)
-        ttft = [round(r.ttft_s * 1000, 3) for r in ok if r.ttft_s is not None]
-        assert row["ttft_p50_ms"] == nearest_rank(ttft, 50) and row["ttft_p99_ms"] == nearest_rank(ttft, 99)
         tpot = [round(r.tpot_s * 1000, 3) for r in ok if r.tpot_s is not None]
         assert row["tpot_p50_ms"] == nearest_rank(tpot, 50)
-    assert rows["a"]["itl_p99_ms"] == 21.0 and rows["a"]["loop_lag_p99_ms"] == 1.5
-    assert rows["b"]["itl_p99_ms"] is None  # no interval row for b yet
+        # Output tok/s: every token streamed between the two reports, 4 s apart (livewindow.py).
+        assert row["output_tok_s"] == round(sum(r.output_tokens for r in mine) / 4.0, 1)
+        # TTFT and ITL: every request the last report brought (its window), ended recently or not.
+        mine_ok = [r for r in mine if r.ok]
+        ttft = [round(r.ttft_s * 1000, 3) for r in mine_ok if r.ttft_s is not None]
+        assert row["ttft_p50_ms"] == nearest_rank(ttft, 50) and row["ttft_p99_ms"] == nearest_rank(ttft, 99)
+        assert row["itl_p99_ms"] == 21.0 and row["itl_p50_ms"] == 20.0
+    assert rows["a"]["loop_lag_p99_ms"] == 1.5 and rows["b"]["loop_lag_p99_ms"] is None
 
 
 def test_rates_in_the_first_seconds_use_the_time_elapsed() -> None:
@@ -105,9 +119,13 @@ def test_rates_in_the_first_seconds_use_the_time_elapsed() -> None:
 def test_nothing_recent_means_no_rates_but_totals_stay() -> None:
     rng = random.Random(5)
     recs = make_records(rng, "a", 10, NOW - 50, NOW - 30)
-    agg, view = feed(["a"], recs)
+    agg, view = feed(["a"], recs, reports=(NOW - 34.0, NOW - 30.0, NOW - 20.0, NOW - 10.0, NOW - 1.0))
     (row,) = view.rows(agg, now=NOW)
-    assert row["requests"] == 10 and row["req_s"] == 0 and row["ttft_p50_ms"] is None
+    assert row["requests"] == 10 and row["req_s"] == 0 and row["output_tok_s"] == 0
+    assert row["tpot_p50_ms"] is None
+    # TTFT and ITL keep the last values measured: no request has ended since to replace them.
+    ttft = [round(r.ttft_s * 1000, 3) for r in recs if r.ok and r.ttft_s is not None]
+    assert row["ttft_p50_ms"] == nearest_rank(ttft, 50) and row["itl_p99_ms"] == 21.0
 
 
 def test_a_finished_run_shows_the_summary_figures(tmp_path: Path) -> None:
@@ -162,3 +180,26 @@ def test_list_options_from_the_form() -> None:
         "x-y=a,b",
     ]
     assert split_list_value("") == [] and split_list_value(" a , b ") == ["a", "b"]
+
+
+def test_chart_series_are_bounded_and_read_kv_cache_usage_from_telemetry(tmp_path: Path) -> None:
+    telemetry = tmp_path / "telemetry.jsonl"
+    agg, _ = feed(["a", "b"], make_records(random.Random(2), "a", 12, NOW - 8, NOW - 3))
+    charts = ChartSeries(agg, ["a", "b"], telemetry, max_points=3)
+    row = {"target": "a", "output_tok_s": 100.0, "in_flight": 4}
+    charts.interval({**row, "t": NOW - 4})  # no telemetry file yet: no KV point
+    line = '{"t": 1, "target": "a", "source": "engine", "metric": "kv_cache_usage_ratio", "value": 0.25}\n'
+    gpu = '{"t": 1, "target": "a", "source": "gpu", "metric": "kv_cache_usage_ratio", "value": 0.9}\n'
+    telemetry.write_text(line + gpu + line.replace("0.25", "0.5")[:-9])  # the last line is half-written
+    for k in range(4):
+        charts.interval({**row, "t": NOW - 3 + k})
+        if k == 1:
+            with telemetry.open("a") as f:
+                f.write(line.replace("0.25", "0.5")[-9:])  # ... and now complete
+    data = charts.to_json()
+    a = data["targets"]["a"]
+    assert a["t"] == [NOW - 2, NOW - 1, NOW]  # the last max_points only
+    assert a["kv_cache_usage_pct"] == [25.0, 50.0, 50.0]  # engine samples only, complete lines only
+    assert a["output_tok_s"] == [100.0] * 3 and a["in_flight"] == [4] * 3
+    assert a["ttft_p50_ms"][-1] == agg.live.latency("a")["ttft_p50_ms"] is not None
+    assert data["targets"]["b"]["t"] == [] and set(data["fields"]) <= set(a)

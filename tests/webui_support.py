@@ -179,3 +179,32 @@ def llm_rows_with_figures(page: Any, targets: set[str]) -> dict[str, dict[str, s
     if all(num(rows[t][c]) > 0 for t in targets for c in cols):
         return rows
     return None
+
+
+def chart_points(page: Any) -> dict[str, dict[str, int]]:
+    """The LLM tab's charts as drawn: {chart id: {"target field": number of points}}."""
+    data: dict[str, dict[str, int]] = page.evaluate(
+        """() => {
+          const out = {};
+          for (const svg of document.querySelectorAll('#llmload-charts svg[data-chart]')) {
+            const lines = {};
+            for (const pl of svg.querySelectorAll('polyline')) {
+              const pts = (pl.getAttribute('points') || '').trim().split(/\\s+/).filter(Boolean);
+              lines[pl.dataset.target + ' ' + pl.dataset.field] = pts.length;
+            }
+            out[svg.dataset.chart] = lines;
+          }
+          return out;
+        }"""
+    )
+    return data
+
+
+def charts_with_series(page: Any, targets: set[str], charts: dict[str, list[str]]) -> dict[str, Any] | None:
+    """The drawn charts once each named chart has a line of 2 points or more per target and field."""
+    drawn = chart_points(page)
+    for chart, fields in charts.items():
+        lines = drawn.get(chart, {})
+        if any(lines.get(f"{t} {f}", 0) < 2 for t in targets for f in fields):
+            return None
+    return drawn

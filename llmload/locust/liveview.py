@@ -1,8 +1,10 @@
 """The LLM tab's figures: live per-target rows from llmload's exact measurements, and their CSV.
 
 ``LiveView`` listens to a Conductor's Aggregator (request lines merged from every worker) and its
-interval rows; once the test stops it shows the final ``summary.json`` figures. No Flask here:
-llmload/locust/webui.py serves these rows in Locust's web UI.
+interval rows; once the test stops it shows the final ``summary.json`` figures. Output tok/s, TTFT
+and ITL are the live sliding window's (llmload/livewindow.py: streamed tokens, the same figures as
+the progress line); req/s and TPOT come from the request lines that ended in the last WINDOW_S
+seconds. Its charts' series are livecharts.py's. No Flask here: llmload/locust/webui.py serves them.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from llmload.livewindow import WINDOW_S
+from llmload.locust.livecharts import ChartSeries
 from llmload.metrics import percentile
 from llmload.records import FAILURE_CLASSES
 from llmload.results_model import Summary
 
-WINDOW_S = 10.0  # rates, TTFT and TPOT: requests that ended in the last WINDOW_S seconds
+# req/s and TPOT: the requests that ended in the last WINDOW_S seconds (as the live window's)
 KEEP_S = 60.0  # request lines kept per target (older ones are dropped)
 
 # (key, title): the table's columns, in order; the CSV uses the same keys.
@@ -59,6 +63,7 @@ class LiveView:
         self.last_interval: dict[str, dict[str, Any]] = {}
         self.first_start: float | None = None  # earliest request start seen (rates before W seconds)
         self.final: list[dict[str, Any]] | None = None  # set when the run's summary is written
+        self.charts: ChartSeries | None = None  # the tab's charts (set by ``of``)
 
     @classmethod
     def of(cls, conductor: Any) -> LiveView:
@@ -67,8 +72,10 @@ class LiveView:
         if view is None:
             # Workers report every 3 s (Locust's WORKER_REPORT_INTERVAL); the local runner pulls every 1 s.
             view = cls(list(conductor.run.targets), 4.0 if conductor.distributed else 1.5)
+            view.charts = ChartSeries(conductor.agg, view.targets, conductor.results.dir / "telemetry.jsonl")
             conductor.agg.line_sinks.append(view.lines)
             conductor.sinks.append(view)
+            conductor.sinks.append(view.charts)
             conductor._live_view = view
         return view
 
@@ -103,22 +110,14 @@ class LiveView:
 
     # --- rows -------------------------------------------------------------------------------
     def window_stats(self, target: str, now: float) -> dict[str, Any]:
-        """Rates and per-request percentiles over requests that ended in [now-delay-W, now-delay]."""
+        """Req/s and TPOT over the requests that ended in [now-delay-W, now-delay]."""
         hi = now - self.delay_s
         lo = hi - WINDOW_S
         span = max(1.0, hi - max(lo, self.first_start or lo))  # the first seconds of a run
         done = [ln for end, ln in self._recent.get(target, ()) if lo < end <= hi]
         ok = [ln for ln in done if ln.get("status") == "ok"]
-        ttft = [ln["ttft_ms"] for ln in ok if ln.get("ttft_ms") is not None]
         tpot = [ln["tpot_ms"] for ln in ok if ln.get("tpot_ms") is not None]
-        out_tok = sum(int(ln.get("output_tokens") or 0) for ln in ok)
-        return {
-            "req_s": len(done) / span,
-            "output_tok_s": out_tok / span,
-            "ttft_p50_ms": percentile(ttft, 50),
-            "ttft_p99_ms": percentile(ttft, 99),
-            "tpot_p50_ms": percentile(tpot, 50),
-        }
+        return {"req_s": len(done) / span, "tpot_p50_ms": percentile(tpot, 50)}
 
     def rows(self, agg: Any, now: float | None = None) -> list[dict[str, Any]]:
         if self.final is not None:
@@ -136,6 +135,8 @@ class LiveView:
         for t in self.targets:
             last = self.last_interval.get(t, {})
             win = self.window_stats(t, now)
+            rate = agg.live.rate(t)
+            lat = agg.live.latency(t)
             fails = by_class[t]
             out.append(
                 {
@@ -144,11 +145,11 @@ class LiveView:
                     "in_flight": agg.total_in_flight(t),
                     "requests": agg.completed(t),
                     "req_s": round(win["req_s"], 3),
-                    "output_tok_s": round(win["output_tok_s"], 1),
-                    "ttft_p50_ms": win["ttft_p50_ms"],
-                    "ttft_p99_ms": win["ttft_p99_ms"],
-                    "itl_p50_ms": last.get("itl_p50_ms"),
-                    "itl_p99_ms": last.get("itl_p99_ms"),
+                    "output_tok_s": None if rate is None else round(rate, 1),
+                    "ttft_p50_ms": lat["ttft_p50_ms"],
+                    "ttft_p99_ms": lat["ttft_p99_ms"],
+                    "itl_p50_ms": lat["itl_p50_ms"],
+                    "itl_p99_ms": lat["itl_p99_ms"],
                     "tpot_p50_ms": win["tpot_p50_ms"],
                     "failures": sum(fails.values()),
                     "failures_by_class": dict(sorted(fails.items())),

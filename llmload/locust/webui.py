@@ -8,8 +8,10 @@ Usage: the plugin calls ``register(web_ui, rows=..., before_swarm=...)`` from ``
 - The figures come from the Conductor (``Conductor.live_rows()``, backed by ``liveview.LiveView``): the
   request lines and interval rows its Aggregator merged (every worker's, in distributed mode),
   never from Locust's rounded statistics.
-- ``GET ./llmload/live`` answers the rows as JSON, ``GET ./llmload/live.csv`` as CSV, and
-  ``GET ./llmload/status`` the run's id, state, verdict and results directory (shown above the table).
+- ``GET ./llmload/live`` answers the rows as JSON, ``GET ./llmload/live.csv`` as CSV,
+  ``GET ./llmload/status`` the run's id, state, step, elapsed time, verdict and results directory
+  (shown above the table), and ``GET ./llmload/series`` the status and the charts' bounded time
+  series per target (livecharts.py), which the page polls and draws with livecharts.js.
 - ``before_swarm`` runs before Locust's ``POST /swarm`` handler, so a scenario chosen in the
   start form is loaded (user classes and shape in place) before Locust spawns anything.
 """
@@ -21,19 +23,21 @@ import os
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from flask import Flask
 
-from llmload.locust.liveview import COLUMNS, WINDOW_S, display_rows, to_csv
+from llmload.livewindow import WINDOW_S
+from llmload.locust.liveview import COLUMNS, display_rows, to_csv
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 TAB_KEY = "llm"
 TAB_SCRIPT = """
 (function () {
-  var KEY = %(key)s, CAPTION = %(caption)s, STATUS = "";
+  var KEY = %(key)s, CAPTION = %(caption)s, STATUS = "", SERIES = null;
   function apply() {
     var onTab = new URLSearchParams(window.location.search).get("tab") === KEY;
     var box = document.getElementById("llmload-tab-head");
@@ -54,16 +58,23 @@ TAB_SCRIPT = """
     run.id = "llmload-run-status";
     run.style.marginTop = "4px";
     run.textContent = STATUS;
+    var charts = document.createElement("div");
+    charts.id = "llmload-charts";
     box.appendChild(cap);
     box.appendChild(link);
     box.appendChild(run);
+    box.appendChild(charts);
     table.parentNode.insertBefore(box, table);
+    if (SERIES) window.llmloadCharts.draw(charts, SERIES);
   }
   function poll() {
-    fetch("./llmload/status").then(function (r) { return r.json(); }).then(function (s) {
-      STATUS = s.line || "";
+    fetch("./llmload/series").then(function (r) { return r.json(); }).then(function (s) {
+      STATUS = (s.status && s.status.line) || "";
+      SERIES = s;
       var el = document.getElementById("llmload-run-status");
       if (el) el.textContent = STATUS;
+      var charts = document.getElementById("llmload-charts");
+      if (charts) window.llmloadCharts.draw(charts, SERIES);
     }).catch(function () {});
   }
   setInterval(apply, 500);
@@ -73,11 +84,13 @@ TAB_SCRIPT = """
 """
 
 CAPTION = (
-    "llmload's exact figures per target. While a test runs: req/s, output tok/s, TTFT and TPOT over the "
-    f"requests that ended in the last {WINDOW_S:g} s; ITL and loop lag from the last reporting interval; "
-    "requests and failures since the start (warm-up included). Once it stopped: the final figures of "
-    "summary.json (warm-up excluded)."
+    f"llmload's exact figures per target. While a test runs: output tok/s from tokens as they streamed, "
+    f"over the last {WINDOW_S:g} s; TTFT and ITL over the requests finished in the last {WINDOW_S:g} s "
+    f"(kept while none finishes); req/s and TPOT over the requests that ended in the last {WINDOW_S:g} s; "
+    "loop lag from the last reporting interval; requests and failures since the start (warm-up included). "
+    "Once it stopped: the final figures of summary.json (warm-up excluded)."
 )
+CHARTS_JS = Path(__file__).with_name("livecharts.js")
 
 
 def register(
@@ -85,6 +98,7 @@ def register(
     rows: Callable[[], list[dict[str, Any]]],
     before_swarm: Callable[[dict[str, str]], str | None] | None = None,
     status: Callable[[], dict[str, Any]] | None = None,
+    series: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """Add the LLM tab, its JSON/CSV routes and the start-form hook to Locust's web UI."""
     from flask import Blueprint, Response, jsonify, make_response, request
@@ -113,6 +127,13 @@ def register(
         """The current (or last) run: its id, state, verdict and results directory, and one line of them."""
         return jsonify(status() if status is not None else {})
 
+    @bp.route("/llmload/series")
+    @auth
+    def live_series() -> Response:
+        """The charts' data: the run's status and, per target, its last points (livecharts.py)."""
+        data = series() if series is not None else {"fields": [], "targets": {}}
+        return jsonify({"status": status() if status is not None else {}, **data})
+
     @bp.route("/llmload/live.csv")
     @auth
     def live_csv() -> Response:
@@ -125,7 +146,8 @@ def register(
     @bp.route("/llmload/tab.js")
     @auth
     def tab_js() -> Response:
-        resp = make_response(TAB_SCRIPT % {"key": json.dumps(TAB_KEY), "caption": json.dumps(CAPTION)})
+        tab = TAB_SCRIPT % {"key": json.dumps(TAB_KEY), "caption": json.dumps(CAPTION)}
+        resp = make_response(CHARTS_JS.read_text(encoding="utf-8") + tab)
         resp.headers["Content-Type"] = "application/javascript"
         return resp
 

@@ -35,6 +35,7 @@ def _webui_on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) 
         rows=lambda: _webui_rows(st),
         before_swarm=lambda form: webui_before_swarm(environment, form),
         status=lambda: _webui_status(st),
+        series=lambda: _webui_series(st),
     )
 
 
@@ -46,14 +47,33 @@ def _webui_status(st: ProcessState) -> dict[str, Any]:
     finished = c is st.web_last and st.conductor is None and st.web_last_verdict is not None
     state = "finished" if finished else {"init": "ready", "done": "stopping"}.get(c.state, "running")
     verdict = st.web_last_verdict if finished else None
-    line = f"run {c.run_id}: {verdict if verdict else state}; results: {c.results.dir}"
+    step = c.run.plan[c.step_no].step if 0 <= c.step_no < len(c.run.plan) else None
+    level = None if step is None else step.level if step.level == step.phase else f"{step.phase} {step.level}"
+    elapsed = None if c.run_t0 is None else round((c.ended_at or time.time()) - c.run_t0, 1)
+    where = (
+        f", step {c.step_no + 1}/{len(c.run.plan)} ({level}), {elapsed:.0f} s" if level and elapsed else ""
+    )
+    line = f"run {c.run_id}: {verdict if verdict else state}{where}; results: {c.results.dir}"
     return {
         "run_id": c.run_id,
         "state": state,
+        "step": c.step_no + 1 if step is not None else None,
+        "steps": len(c.run.plan),
+        "level": level,
+        "elapsed_s": elapsed,
         "verdict": verdict,
         "results_dir": str(c.results.dir),
         "line": line,
     }
+
+
+def _webui_series(st: ProcessState) -> dict[str, Any]:
+    """The LLM tab's charts: the run's bounded time series per target (livecharts.py)."""
+    from llmload.locust.liveview import LiveView
+
+    c = st.conductor or st.web_last
+    charts = LiveView.of(c).charts if c is not None else None
+    return charts.to_json() if charts is not None else {"fields": [], "targets": {}}
 
 
 def _webui_rows(st: ProcessState) -> list[dict[str, Any]]:

@@ -78,3 +78,34 @@ def read_telemetry(path: Path) -> list[TelemetryRow]:
     except OSError:
         return []
     return rows
+
+
+class TelemetryTail:
+    """The latest value of each engine metric per target, read from telemetry.jsonl as it grows.
+
+    The scraper child appends to the file (llmload/scrape.py); each ``read()`` takes only the
+    complete lines added since the last one, so the live charts show the engine's own gauges
+    (KV-cache usage) without a second scrape of its /metrics.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self.latest: dict[tuple[str, str], float] = {}  # (target, metric) -> value
+
+    def read(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        self._offset += end
+        for line in data[:end].splitlines():
+            try:
+                row = TelemetryRow.model_validate_json(line)
+            except ValueError:
+                continue
+            if row.source == "engine":
+                self.latest[(row.target, row.metric)] = row.value
