@@ -17,11 +17,13 @@ Why a window over *streamed* tokens, ending at the last *complete* report:
   it is complete: no 0 between reports, no double counting when two arrive together.
 - Report times are the receiving process's clock, never a worker's (hosts' clocks differ).
 
-TTFT and ITL are known when a request ends (its record), so they come in waves too: a 2 s interval
-holding no ending showed ``TTFT p50 -``. The percentiles here are those of every sample in the
-window ending at the latest report that brought one: in steady load that is the last
-``WINDOW_S`` seconds; when requests run longer than the window (or a wave has not ended yet) the
-figures keep the last wave's values instead of blanking. Histograms merge exactly (metrics.py).
+TTFT and ITL came from the requests that ended in the interval, so they came in waves too: a 2 s
+interval holding no ending showed ``TTFT p50 -``. Here a stream's TTFT is taken when its first token
+arrives (``Collector.first_token``), so it shows from the first token on, long before a 256-token
+request ends; ITL is known only when a request ends. Each is over every sample in the window that
+ends at the latest report that brought one: in steady load the last ``WINDOW_S`` seconds; when
+requests run longer than the window, or between waves, the figures keep their last values instead
+of blanking. Histograms merge exactly (metrics.py).
 No Locust import.
 """
 
@@ -72,13 +74,32 @@ class _Counts:
             del self.times[:k], self.totals[:k]
 
 
-@dataclass
-class _Latency:
-    """One report's TTFT and ITL samples for one target."""
+class _Samples:
+    """One latency metric of one target: each report's samples, merged over the window that ends
+    at the latest report that brought some (so the figure holds rather than blanks)."""
 
-    at: float
-    ttft: Histogram
-    itl: Histogram
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self.reports: deque[tuple[float, Histogram]] = deque()
+        self.taken = 0  # reports taken so far: the merged histogram is rebuilt once per new one
+        self._merged: tuple[int, Histogram] | None = None
+
+    def add(self, at: float, h: Histogram) -> None:
+        if h.count == 0:
+            return
+        self.reports.append((at, h))
+        self.taken += 1
+        while self.reports[0][0] < at - 3 * self.window_s:
+            self.reports.popleft()
+
+    def percentiles_ms(self) -> dict[str, float | None]:
+        if self._merged is None or self._merged[0] != self.taken:
+            merged, last = Histogram(), self.reports[-1][0] if self.reports else 0.0
+            for at, h in self.reports:
+                if at >= last - self.window_s:
+                    merged.merge(h)
+            self._merged = (self.taken, merged)
+        return self._merged[1].percentiles_ms([50.0, 99.0])
 
 
 class LiveWindow:
@@ -90,9 +111,8 @@ class LiveWindow:
         self._totals: dict[str, dict[str, int]] = {}  # source -> target -> cumulative tokens
         self._last: dict[str, float] = {}  # source -> its last report time
         self._gone: set[str] = set()  # sources that no longer report (lost workers)
-        self._latency: dict[str, deque[_Latency]] = {}
-        self._added: dict[str, int] = {}  # target -> latency reports taken so far (the cache's key)
-        self._merged: dict[str, tuple[int, Histogram, Histogram]] = {}  # target -> merged window
+        self._ttft: dict[str, _Samples] = {}
+        self._itl: dict[str, _Samples] = {}
 
     def report(
         self,
@@ -100,9 +120,11 @@ class LiveWindow:
         at: float,
         streamed: Mapping[str, int],
         stats: Mapping[str, TargetStats] | None = None,
+        first_tokens: Mapping[str, Histogram] | None = None,
     ) -> None:
-        """A source's report received at ``at``: tokens streamed since its last one, and the
-        latency samples of the requests that ended since (its interval stats)."""
+        """A source's report received at ``at``: tokens streamed since its last one, the TTFT of
+        each stream whose first token came since, and the ITL of the requests that ended since
+        (its interval stats)."""
         self._gone.discard(source)
         self._last[source] = at
         totals = self._totals.setdefault(source, {})
@@ -112,15 +134,10 @@ class LiveWindow:
             c = counts.setdefault(target, _Counts())
             c.add(at, totals[target])
             c.prune(at - 3 * self.window_s)
+        for target, h in (first_tokens or {}).items():
+            self._ttft.setdefault(target, _Samples(self.window_s)).add(at, h)
         for target, st in (stats or {}).items():
-            ttft, itl = st.histograms["ttft"], st.histograms["itl"]
-            if ttft.count == 0 and itl.count == 0:
-                continue
-            q = self._latency.setdefault(target, deque())
-            q.append(_Latency(at, ttft, itl))
-            self._added[target] = self._added.get(target, 0) + 1
-            while len(q) > 1 and q[0].at < at - 3 * self.window_s:
-                q.popleft()
+            self._itl.setdefault(target, _Samples(self.window_s)).add(at, st.histograms["itl"])
 
     def forget(self, source: str) -> None:
         """A source stopped reporting: what it counted stays, it no longer holds the window back."""
@@ -147,23 +164,10 @@ class LiveWindow:
         return max(0.0, tokens) / (end - lo)
 
     def latency(self, target: str) -> dict[str, float | None]:
-        """TTFT and ITL p50/p99 (ms) over the window ending at the latest report that had samples."""
-        q = self._latency.get(target)
-        if not q:
-            return {"ttft_p50_ms": None, "ttft_p99_ms": None, "itl_p50_ms": None, "itl_p99_ms": None}
-        cached = self._merged.get(target)
-        if cached is None or cached[0] != self._added[target]:  # merged once per new report, not per read
-            ttft, itl = Histogram(), Histogram()
-            for e in q:
-                if e.at >= q[-1].at - self.window_s:
-                    ttft.merge(e.ttft)
-                    itl.merge(e.itl)
-            cached = self._merged[target] = (self._added[target], ttft, itl)
-        t = cached[1].percentiles_ms([50.0, 99.0])
-        i = cached[2].percentiles_ms([50.0, 99.0])
-        return {
-            "ttft_p50_ms": t["p50"],
-            "ttft_p99_ms": t["p99"],
-            "itl_p50_ms": i["p50"],
-            "itl_p99_ms": i["p99"],
-        }
+        """TTFT and ITL p50/p99 (ms), each over the window ending at the latest report with samples."""
+        out: dict[str, float | None] = {}
+        for name, by_target in (("ttft", self._ttft), ("itl", self._itl)):
+            samples = by_target.get(target)
+            ps = samples.percentiles_ms() if samples is not None else {"p50": None, "p99": None}
+            out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = ps["p50"], ps["p99"]
+        return out

@@ -130,6 +130,7 @@ def stream_request(
     clock: Callable[[], float] = time.perf_counter,
     wall: Callable[[], float] = time.time,
     progress: Callable[[int], None] | None = None,
+    first_token: Callable[[float], None] | None = None,
     count_tokens: Callable[[str], int] | None = None,
 ) -> RequestRecord:
     """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
@@ -138,6 +139,7 @@ def stream_request(
     ``GreenletExit`` (the test stopping) propagates after the record is marked
     ``aborted``, so the caller can account for it. ``progress(n)`` (when given) is
     called with the tokens each read brought (the live rate and the window throughput);
+    ``first_token(ttft_s)`` once, when the first token arrives (the live TTFT, before the end);
     ``count_tokens`` (a local tokenizer) counts the output when the server sends no usage.
     """
     rec.start_time = wall()
@@ -177,6 +179,8 @@ def stream_request(
                 if waiting_first and state.first_text_t is not None:
                     waiting_first = False
                     resp.token_arrived()
+                    if first_token is not None:
+                        first_token(state.first_text_t - t_send)
                 if progress is not None:
                     now_tokens = state.streamed_tokens
                     if now_tokens != seen:

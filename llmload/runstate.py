@@ -45,12 +45,21 @@ class Collector:
         self.streamed = TokenWindows(targets)  # tokens received, updated per read (never replaced)
         self._streamed_reported: dict[str, int] = dict.fromkeys(targets, 0)
         self.loop_lag = Histogram()
+        self._first_tokens: dict[str, Histogram] = {}  # TTFT at the first token, before the request ends
         self.stamps = {t: ReadStamps() for t in targets}  # the target's transports count their reads here
         self.listeners: list[Callable[[RequestRecord], None]] = []
 
     def started(self, target: str) -> None:
         self.in_flight[target] += 1
         self.sent[target] += 1
+
+    def first_token(self, target: str, ttft_s: float) -> None:
+        """A stream's first token arrived ``ttft_s`` after its send: the live TTFT (livewindow.py)."""
+        with self._lock:
+            h = self._first_tokens.get(target)
+            if h is None:
+                h = self._first_tokens[target] = Histogram()
+            h.record(ttft_s)
 
     def backoff(self, target: str, seconds: float) -> None:
         self.backoffs[target] += 1
@@ -105,6 +114,7 @@ class Collector:
             interval, self._interval = self._interval, {t: TargetStats() for t in self.targets}
             lines, self._lines = self._lines, []
             lag, self.loop_lag = self.loop_lag, Histogram()
+            first_tokens, self._first_tokens = self._first_tokens, {}
             stamps = {t: s.take() for t, s in self.stamps.items()}
             dropped, self.dropped = self.dropped, dict.fromkeys(self.targets, 0)
             delayed, self.delayed = self.delayed, dict.fromkeys(self.targets, 0)
@@ -127,6 +137,7 @@ class Collector:
             "backoff_s": backoff_s,
             "streamed": streamed,
             "windows": self.streamed.to_wire(),
+            "first_tokens": {t: h.to_wire() for t, h in first_tokens.items()},
             "loop_lag": lag.to_wire(),
             "stamps": stamps,
             "cpu": self.cpu_percent(),
@@ -177,7 +188,8 @@ class Aggregator:
         interval = {t: TargetStats.from_wire(wire) for t, wire in delta["interval"].items()}
         for t, st in interval.items():
             self.interval.setdefault(t, TargetStats()).merge(st)
-        self.live.report(w, now, delta.get("streamed", {}), interval)
+        first = {t: Histogram.from_wire(x) for t, x in delta.get("first_tokens", {}).items()}
+        self.live.report(w, now, delta.get("streamed", {}), interval, first)
         self.in_flight[w] = delta["in_flight"]
         self.users[w] = delta["users"]
         self.sent[w] = delta["sent"]

@@ -49,6 +49,8 @@ class SimProcess:
     def advance(self, now: float) -> None:
         for u, (start, tokens) in enumerate(self.reqs):
             arrived = min(N, max(0, int((now - start - TTFT_S) / ITL_S + 1e-9) + 1))
+            if arrived and not tokens.seen:
+                self.col.first_token("a", TTFT_S)
             if arrived > tokens.seen:
                 self.col.streamed.add(tokens, arrived - tokens.seen)
             end = start + CYCLE_S
@@ -137,14 +139,18 @@ def test_a_lost_worker_no_longer_holds_the_window_back() -> None:
     assert rate is not None and abs(rate / (10 * N / CYCLE_S) - 1) <= TOLERANCE  # w1's tokens alone now
 
 
-def test_the_progress_line_keeps_ttft_once_the_first_request_ended() -> None:
+def test_the_progress_line_shows_ttft_from_the_first_token_on() -> None:
     proc = SimProcess("local", 4)
     at = [1.0 * k for k in range(1, 41)]  # the local runner is pulled every second
     _, reads = run([proc], {"local": list(at)}, {"local": list(at)}, 2.0, 40.0)
-    lines = [(t, progress_line(t, {"a": r})) for t, _, r in reads]
-    first = next(i for i, (_, ln) in enumerate(lines) if "TTFT p50 -" not in ln)
-    assert reads[first][0] < CYCLE_S + 2.0 + 1e-6  # the first ending's TTFT shows at the next line
-    for t, ln in lines[first:]:
+    lines = [(t, r, progress_line(t, {"a": r})) for t, _, r in reads]
+    # The first line is after the first report, which brought the first tokens (TTFT_S in):
+    # long before the first request ends (CYCLE_S), TTFT shows, and stays on every line.
+    assert lines[0][0] < CYCLE_S
+    for t, r, ln in lines:
         assert "TTFT p50 -" not in ln and " 0 tok/s" not in ln, (t, ln)
-    for _, _, r in reads[first:]:  # ITL too, even where no request ended in the last 10 s
-        assert r["ttft_p50_ms"] == TTFT_S * 1000 and r["itl_p99_ms"] == ITL_S * 1000
+        assert r["ttft_p50_ms"] == TTFT_S * 1000
+    # ITL is known when a request ends: from the first ending on, it stays too, even where no
+    # request ended in the last 10 s.
+    itl = [r["itl_p99_ms"] for t, r, _ in lines if t >= CYCLE_S + 1.0]
+    assert itl and all(x == ITL_S * 1000 for x in itl)

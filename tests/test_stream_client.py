@@ -74,6 +74,24 @@ def test_vllm_shape_role_chunk_final_usage(sse_server: str) -> None:
     assert rec.itl_tokens == []  # usage only at the end: tokens per chunk unknown
 
 
+def test_first_token_is_reported_once_when_it_arrives_with_the_records_ttft(sse_server: str) -> None:
+    tr = GeventTransport(sse_server)
+    spec = {"mode": "raw", "frames": [[d, t] for d, t in vllm_frames(4)], "cut": False, "status": 200}
+    req = build_request(api="chat", model="m", prompt="hi", max_tokens=16, extra_body={"llmload_test": spec})
+    counted: list[int] = []
+    firsts: list[tuple[float, int]] = []  # (TTFT, tokens counted by then)
+    rec = stream_request(
+        tr,
+        req,
+        RequestRecord(target="t"),
+        progress=counted.append,
+        first_token=lambda s: firsts.append((s, sum(counted))),
+    )
+    tr.close()
+    assert rec.status == "ok" and sum(counted) == 4
+    assert firsts == [(rec.ttft_s, 0)]  # once, before any token was counted: not at the end
+
+
 def test_aphrodite_usage_on_every_chunk_and_multi_token_chunks(sse_server: str) -> None:
     frames = [(5, content("", usage={"prompt_tokens": 9, "completion_tokens": 0}))]
     done = 0

@@ -351,6 +351,9 @@ def test_master_llm_tab_shows_the_workers_merged_figures(page: Any, tmp_path: Pa
         rows = wait_for(
             "merged rows with figures", lambda: llm_rows_with_figures(page, {"fast-a", "fast-b"}), 30
         )
+        # The charts from the workers' merged reports: a line per target.
+        drawn = {"tok": ["output_tok_s"], "ttft": ["ttft_p50_ms"], "inflight": ["in_flight"]}
+        wait_for("merged charts", lambda: charts_with_series(page, set(rows), drawn), 20)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-master.png"), full_page=True)
         wait_for("the test to end by itself", lambda: ui_state(base) == "stopped", 60)

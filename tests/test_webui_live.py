@@ -63,6 +63,8 @@ def feed(
     for r in records:
         col.started(r.target)
         col.streamed.add(col.streamed.request(r.target), r.output_tokens)
+        if r.ttft_s is not None:
+            col.first_token(r.target, r.ttft_s)
         col.record(r)
     for t in reports[1:]:
         at[0] = t

@@ -287,6 +287,7 @@ class LLMRun:
                 rec,
                 total_timeout_s=self.sc.client.request_timeout,
                 progress=lambda n: windows.add(tokens, n),
+                first_token=lambda ttft_s: self.collector.first_token(t, ttft_s),
                 count_tokens=self.source.output_counter,
             )
         except BaseException:

@@ -2,8 +2,8 @@
 
 ``LiveView`` listens to a Conductor's Aggregator (request lines merged from every worker) and its
 interval rows; once the test stops it shows the final ``summary.json`` figures. Output tok/s, TTFT
-and ITL are the live sliding window's (llmload/livewindow.py: streamed tokens, the same figures as
-the progress line); req/s and TPOT come from the request lines that ended in the last WINDOW_S
+and ITL are the live sliding window's (llmload/livewindow.py: streamed tokens, TTFT at each first
+token; the same figures as the progress line); req/s and TPOT come from the request lines that ended in the last WINDOW_S
 seconds. Its charts' series are livecharts.py's. No Flask here: llmload/locust/webui.py serves them.
 """
 

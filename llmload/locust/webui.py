@@ -85,8 +85,8 @@ TAB_SCRIPT = """
 
 CAPTION = (
     f"llmload's exact figures per target. While a test runs: output tok/s from tokens as they streamed, "
-    f"over the last {WINDOW_S:g} s; TTFT and ITL over the requests finished in the last {WINDOW_S:g} s "
-    f"(kept while none finishes); req/s and TPOT over the requests that ended in the last {WINDOW_S:g} s; "
+    f"over the last {WINDOW_S:g} s; TTFT (at each first token) and ITL (at each request's end) over the last "
+    f"{WINDOW_S:g} s of samples (kept while none comes); req/s and TPOT over the requests that ended in the last {WINDOW_S:g} s; "
     "loop lag from the last reporting interval; requests and failures since the start (warm-up included). "
     "Once it stopped: the final figures of summary.json (warm-up excluded)."
 )
