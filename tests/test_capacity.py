@@ -19,7 +19,7 @@ from llmload.capacity.outcome import CapacityResult
 from llmload.capacity.search import Outcome, estimate, next_probe
 from llmload.load.executors import Capacity
 from llmload.metrics import TargetStats, percentile
-from llmload.report.levels import level_rows, verdicts
+from llmload.report.levels import level_rows
 from llmload.report.results import load_run
 from llmload.slo_spec import SloSpec
 from llmload.slo_watch import certain_miss
@@ -192,14 +192,14 @@ def test_capacity_of_two_simulated_engines_holds_against_a_dense_sweep(tmp_path:
         a, b = _requests(d["fast"]), _requests(d["slow"])
         common = min(len(a), len(b))  # a probe that ended early sent fewer
         assert common > 0 and a[:common] == b[:common]
-    # A dense sweep of both engines (7% steps across both intervals): each engine's knee, the
-    # highest level that met every SLO at its load, lies inside the search's interval.
+    # A dense sweep of both engines (7% steps across both intervals, probes' length): each engine's
+    # knee, the highest level below its first miss, lies inside the search's interval.
     lo, hi = 0.8 * min(fast.low, slow.low), 1.1 * max(fast.high, slow.high)  # type: ignore[type-var]
     levels = [round(lo * 1.07**i, 2) for i in range(int(math.log(hi / lo) / math.log(1.07)) + 1)]
     sweep = tmp_path / "sweep.yaml"
     text = FIXTURE.read_text().split("  phases:")[0] + (
         "  stop_on_slo_miss: true\n  phases:\n    - executor: sweep\n      vary: rate\n"
-        f"      levels: {json.dumps(levels)}\n      requests: 200\n      settle: 1s\n"
+        f"      levels: {json.dumps(levels)}\n      requests: 300\n      settle: 2s\n"
         + "slo:"
         + FIXTURE.read_text().split("slo:")[1]
     )
@@ -207,11 +207,12 @@ def test_capacity_of_two_simulated_engines_holds_against_a_dense_sweep(tmp_path:
     run_out, summary = llmload_run(sweep, tmp_path / "sweep", timeout=600)
     assert summary, run_out.stderr[-3000:]
     run = load_run(tmp_path / "sweep", with_requests=False)
-    slo = SloSpec.model_validate(run.summary.run.slo)
-    knees = verdicts(level_rows(run.summary, slo))
+    rows = level_rows(run.summary, SloSpec.model_validate(run.summary.run.slo))
     for t in (fast, slow):
-        knee = knees[t.target].best_value
-        assert knee is not None and t.low <= knee <= t.high, (t.target, knee, t.low, t.high, levels)  # type: ignore[operator]
+        mine = [r for r in rows if r.target == t.target and r.value is not None]
+        first_miss = min((r.value for r in mine if not r.met), default=math.inf)  # type: ignore[type-var]
+        knee = max((r.value for r in mine if r.counts and r.value < first_miss), default=None)  # type: ignore[operator]
+        assert knee is not None and t.low <= knee <= (t.high or math.inf), (t.target, knee, t, levels)  # type: ignore[operator]
 
 
 def test_sigterm_stops_a_search_and_keeps_what_it_found(tmp_path: Path) -> None:
@@ -235,9 +236,13 @@ def test_sigterm_stops_a_search_and_keeps_what_it_found(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not list(results.glob("probes/*/requests.jsonl")):
+
+    def sent() -> bool:  # a request of the probe has ended: its load is on
+        return any(p.stat().st_size > 0 for p in results.glob("probes/*/requests.jsonl"))
+
+    while time.monotonic() < deadline and not sent():
         time.sleep(0.2)
-    assert list(results.glob("probes/*/requests.jsonl")), "no probe started"
+    assert sent(), "no probe started"
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stdout[-2000:] + stderr[-2000:]
@@ -248,3 +253,20 @@ def test_sigterm_stops_a_search_and_keeps_what_it_found(tmp_path: Path) -> None:
     assert probe.verdict == "interrupted" and probe.requests > 0
     summary = json.loads((results / probe.dir / "summary.json").read_text())
     assert summary["run"]["status"] == "interrupted"
+
+
+def test_the_seed_scenario_searches_on_its_simulated_engines(tmp_path: Path) -> None:
+    # docs/capacity.md's command on the shipped seed scenario, held to one short probe per engine
+    out = _capacity(
+        "scenarios/seed-70b-comparison.yaml",
+        "--sim",
+        "--start", "8", "--max", "8", "--requests", "20", "--hold-max", "2", "--warmup", "0", "--no-repeat",
+        "--results", str(tmp_path / "seed"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    res = CapacityResult.model_validate_json((tmp_path / "seed" / "capacity.json").read_text())
+    assert {t.target for t in res.targets} == {"vllm-awq", "aphrodite-exl2"}
+    for t in res.targets:
+        assert t.bound == "at_least_max" and t.capacity == 8 and t.gpus == 2 and t.tokens_per_dollar
+    assert (tmp_path / "seed" / "capacity.html").read_text().count("<svg") == 1  # the probes' Pareto chart
+    assert "## Decision summary" in (tmp_path / "seed" / "capacity.md").read_text()

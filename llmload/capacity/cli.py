@@ -15,35 +15,29 @@ from __future__ import annotations
 import argparse
 import secrets
 import signal
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from llmload.capacity.judge import Verdict, judge
 from llmload.capacity.outcome import (
     CapacityResult,
-    ProbeFigure,
-    ProbeRow,
     TargetCapacity,
     ratios,
     render_text,
 )
 from llmload.capacity.page import render_html, render_markdown
-from llmload.capacity.probe import ProbeSpec, last_line, probe_command, start_probe
-from llmload.capacity.search import Outcome, estimate, next_probe
+from llmload.capacity.runner import Search
+from llmload.capacity.search import estimate
 from llmload.cores import worker_count
 from llmload.finish import EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SLO
 from llmload.load.executors import Capacity
 from llmload.report.efficiency import efficiency
 from llmload.report.results import BadResults, load_run
 from llmload.report.slo import fmt
-from llmload.results_model import Level, latency
 from llmload.scenario import Scenario, load_scenario
 from llmload.usage import ArgParser
 from llmload.yamlsrc import InputError
@@ -97,146 +91,6 @@ def settings_for(sc: Scenario, a: argparse.Namespace) -> Capacity:
         err = e.errors()[0]
         name = ".".join(str(x) for x in err["loc"]) or "capacity"
         raise InputError(f"capacity {name}: {err['msg'].removeprefix('Value error, ')}") from None
-
-
-@dataclass
-class Search:
-    """One capacity search: its settings, the probes so far, and how to stop it."""
-
-    a: argparse.Namespace
-    sc: Scenario
-    settings: Capacity
-    results: Path
-    salt: str | None
-    rows: list[ProbeRow] = field(default_factory=list)
-    outcomes: dict[str, list[Outcome]] = field(default_factory=dict)
-    running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    issued: int = 0  # probes started so far (their numbers)
-    signalled: str | None = None
-    failed: str | None = None  # a probe that could not start: the search stops (exit 2)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def stopped(self) -> bool:
-        return self.signalled is not None or self.failed is not None
-
-    def target(self, name: str) -> None:
-        """Probe one target until its search is done or stopped."""
-        mine = self.outcomes.setdefault(name, [])
-        while not self.stopped():
-            nxt = next_probe(mine, self.settings)
-            if nxt is None:
-                return
-            with self.lock:
-                self.issued += 1
-                number = self.issued
-            spec = ProbeSpec(number, name, nxt[0], nxt[1], self.settings.vary)
-            row = self.probe(spec)
-            with self.lock:
-                self.rows.append(row)
-            if row.verdict in ("interrupted", "no result") and self.stopped():
-                return
-            passed = row.verdict in ("pass", "marginal pass")
-            mine.append(Outcome(spec.value, spec.repeat, passed, row.verdict in ("pass", "fail")))
-            if not self.a.quiet:
-                print(progress(row, self.settings.vary), flush=True)
-
-    def probe(self, spec: ProbeSpec) -> ProbeRow:
-        out = self.results / "probes" / spec.dirname()
-        cmd = probe_command(
-            self.a.scenario,
-            self.a.set,
-            self.sc,
-            self.settings,
-            spec,
-            out,
-            self.salt,
-            sim=self.a.sim,
-            workers=self.a.workers,
-        )
-        log = out.with_name(out.name + ".log")
-        key = f"{spec.target}#{spec.number}"
-        with self.lock:
-            if self.stopped():
-                return ProbeRow(**_row_base(spec, out, self.results), exit_code=-1, verdict="interrupted")
-            proc = self.running[key] = start_probe(cmd, log)
-        code = proc.wait()
-        with self.lock:
-            self.running.pop(key, None)
-        return self.judged(spec, out, code, log)
-
-    def judged(self, spec: ProbeSpec, out: Path, code: int, log: Path) -> ProbeRow:
-        base = _row_base(spec, out, self.results)
-        if code == EXIT_INPUT:
-            self.failed = f"probe {spec.number} ({spec.target}, {spec.level}): {last_line(log)}"
-            return ProbeRow(**base, exit_code=code, verdict="no result", note=last_line(log))
-        try:
-            run = load_run(out)
-        except BadResults as e:
-            return ProbeRow(**base, exit_code=code, verdict="no result", note=str(e))
-        block = run.targets.get(spec.target)
-        if block is None:
-            return ProbeRow(**base, exit_code=code, verdict="no result", note="no figures for the target")
-        assert self.sc.slo is not None
-        v: Verdict = judge(run, spec.target, self.sc.slo)
-        verdict = v.word if run.status not in ("invalid", "interrupted") else run.status
-        note = "; ".join(run.run.reasons)[:300] if run.status == "invalid" else ""
-        return ProbeRow(
-            **base,
-            exit_code=code,
-            verdict=verdict,
-            ended_early=any(e.get("kind") == "slo_missed" for e in run.events),
-            note=note,
-            requests=block.requests.sent,
-            achieved_rate=_achieved(run.levels, spec),
-            output_tok_s=block.throughput.output_tok_s,
-            tpot_p50_ms=latency(block, "tpot").p50,
-            figures={
-                f.slo: ProbeFigure(
-                    measured=f.measured, threshold=f.threshold, low=f.low, high=f.high, passed=f.passed
-                )
-                for f in v.figures
-            },
-        )
-
-    def forward(self, signum: int) -> None:
-        self.signalled = self.signalled or signal.Signals(signum).name
-        with self.lock:
-            procs = list(self.running.values())
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signum)
-
-
-def _achieved(levels: list[Level], spec: ProbeSpec) -> float | None:
-    """Requests sent per second over the probe's level (its rate block)."""
-    for lv in levels:
-        got = lv.targets.get(spec.target) if lv.level == spec.level else None
-        if got is not None and got.rate is not None:
-            return got.rate.achieved
-    return None
-
-
-def _row_base(spec: ProbeSpec, out: Path, results: Path) -> dict[str, Any]:
-    return {
-        "number": spec.number,
-        "target": spec.target,
-        "value": spec.value,
-        "repeat": spec.repeat,
-        "dir": str(out.relative_to(results)),
-    }
-
-
-def progress(row: ProbeRow, vary: str) -> str:
-    load = f"{fmt(row.value)}/s" if vary == "rate" else f"{int(row.value)} streams"
-    figs = ", ".join(
-        f"{k} {fmt(f.measured)} {'<=' if f.passed else '>'} {fmt(f.threshold)}"
-        for k, f in row.figures.items()
-    )
-    again = f" repeat {row.repeat}" if row.repeat else ""
-    early = ", ended early" if row.ended_early else ""
-    return (
-        f"[{row.target}] probe {row.number} {load}{again}: {row.verdict}{early} ({figs}) {row.note}".rstrip()
-    )
 
 
 def target_capacity(search: Search, name: str) -> TargetCapacity:

@@ -43,28 +43,19 @@ def decision(res: CapacityResult) -> list[DecisionRow]:
             intervals=ends if len(ends) == len(caps) else None,
             note="interval: highest clear pass to lowest clear miss",
         ),
-        row_from_values(
+    ]
+    # measured once, by the probe at each target's capacity: no interval
+    unmeasured: list[tuple[str, str, dict[str, float | None]]] = [
+        (
             "output tok/s at capacity" + (" per GPU" if per_gpu else ""),
             "tok/s",
             {t.target: t.output_tok_s_per_gpu if per_gpu else t.output_tok_s for t in res.targets},
-            lower_is_better=False,
-            note="measured by the capacity probe; no interval",
         ),
-        row_from_values(
-            "tokens per $ at capacity",
-            "tok/$",
-            {t.target: t.tokens_per_dollar for t in res.targets},
-            lower_is_better=False,
-            note="no interval",
-        ),
-        row_from_values(
-            "tokens per J at capacity",
-            "tok/J",
-            {t.target: t.tokens_per_joule for t in res.targets},
-            lower_is_better=False,
-            note="no interval",
-        ),
+        ("tokens per $ at capacity", "tok/$", {t.target: t.tokens_per_dollar for t in res.targets}),
+        ("tokens per J at capacity", "tok/J", {t.target: t.tokens_per_joule for t in res.targets}),
     ]
+    for figure, fig_unit, values in unmeasured:
+        rows.append(row_from_values(figure, fig_unit, values, lower_is_better=False, note="no interval"))
     return [r for r in rows if r is not None]
 
 

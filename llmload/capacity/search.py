@@ -11,10 +11,12 @@ SLOs hold. The search assumes they hold below some load and not above it:
    as failed, so a repeat can only move the estimate down, and the bisection goes on below it.
 
 The estimate is the highest load that passed every time it was probed, below the lowest load that
-ever failed. Its interval runs from the highest load at or below it whose probes all passed
-*clearly* to the lowest load above it that failed clearly (llmload/capacity/judge.py: each figure's
-one-sided 95% bound on the same side of its SLO): the search's step and each probe's sampling
-error are both inside it. An end with no clear probe on one side leaves that side open (None).
+ever failed. Its interval runs from the highest load at or below it that passed *clearly* and never
+failed to the lowest load above it that failed clearly and never passed (llmload/capacity/judge.py:
+each figure's one-sided 95% bound on the same side of its SLO): the search's step and each probe's
+sampling error are both inside it. When no probe closes a side, the search probes further out
+(by the square root of ``factor``) until one does, or ``min``/``max`` is reached, where the side
+stays open (None).
 """
 
 from __future__ import annotations
@@ -72,6 +74,18 @@ def _close_enough(lo: float, hi: float, settings: Capacity) -> bool:
     return hi / lo - 1 <= settings.precision
 
 
+def _clear_ends(outcomes: Sequence[Outcome], lo: float) -> tuple[list[float], list[float]]:
+    """Loads at or below ``lo`` that passed clearly and never failed; loads above it that failed
+    clearly and never passed. One verdict that disagrees with another at the same load makes
+    neither clear: requests in one probe share its queue, so a probe's bounds can be too narrow, and
+    a repeat is what shows it."""
+    values = {o.value for o in outcomes}
+    at = {v: [o for o in outcomes if o.value == v] for v in values}
+    passes = [v for v in values if v <= lo and all(o.passed for o in at[v]) and any(o.clear for o in at[v])]
+    fails = [v for v in values if v > lo and not any(o.passed for o in at[v]) and any(o.clear for o in at[v])]
+    return passes, fails
+
+
 def next_probe(outcomes: Sequence[Outcome], settings: Capacity) -> tuple[float, int] | None:
     """The next probe (load, repeat number), or None when the search is done."""
     if len(outcomes) >= MAX_PROBES:
@@ -97,6 +111,16 @@ def next_probe(outcomes: Sequence[Outcome], settings: Capacity) -> tuple[float, 
         for v in (lo, hi):
             if sum(1 for o in outcomes if o.value == v) < 2:
                 return v, 1
+    # Close the interval: a load above that fails clearly, one at or below that passes clearly.
+    passes, fails = _clear_ends(outcomes, lo)
+    step = math.sqrt(settings.factor)
+    values = [o.value for o in outcomes]
+    up = min(settings.max, _tidy(max(values) * step, settings))
+    if not fails and up > max(values):
+        return up, 0
+    down = max(_min(settings), _tidy(min(values) / step, settings))
+    if not passes and down < min(values):
+        return down, 0
     return None
 
 
@@ -104,17 +128,10 @@ def estimate(outcomes: Sequence[Outcome], settings: Capacity) -> Estimate:
     lo, hi = _split(outcomes)
     if lo is None:
         return Estimate(None, None, hi, "below_min" if outcomes else "unsettled")
-    clear_pass = [
-        v
-        for v in {o.value for o in outcomes if o.value <= lo}
-        if all(o.passed and o.clear for o in outcomes if o.value == v)
-    ]
-    clear_fail = [o.value for o in outcomes if o.value > lo and not o.passed and o.clear]
+    passes, fails = _clear_ends(outcomes, lo)
     bound: Literal["found", "at_least_max", "below_min", "unsettled"] = "found"
     if hi is None:
         bound = "at_least_max" if lo >= settings.max else "unsettled"
     elif next_probe(outcomes, settings) is not None:
         bound = "unsettled"  # stopped before the search was done (MAX_PROBES, a signal)
-    return Estimate(
-        lo, max(clear_pass) if clear_pass else None, min(clear_fail) if clear_fail else None, bound
-    )
+    return Estimate(lo, max(passes) if passes else None, min(fails) if fails else None, bound)

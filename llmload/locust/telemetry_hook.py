@@ -154,15 +154,17 @@ class TelemetryScraper:
         from llmload.children import die_with_parent
 
         spec = json.dumps({"out": str(self.out), "interval": self.interval, "targets": self.targets})
-        self.proc = subprocess.Popen(
+        proc = self.proc = subprocess.Popen(
             [sys.executable, "-m", "llmload.scrape", spec],
             stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent,
             start_new_session=True,  # a Ctrl-C to the group must not take the last scrape early
         )
         deadline = time.monotonic() + first_scrape_timeout_s
-        while time.monotonic() < deadline and self.proc.poll() is None:
+        while time.monotonic() < deadline and proc.poll() is None:
             if self.out.exists() and self.out.stat().st_size > 0:
+                return
+            if self.proc is None:  # a signal stopped the run (and this scraper) while it started
                 return
             time.sleep(0.05)
         log.warning("llmload: no telemetry scraped within %g s of start", first_scrape_timeout_s)
