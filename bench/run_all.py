@@ -9,6 +9,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHES = [
     "bench_stream.py",
+    "bench_selftest.py",
     "bench_run_ids.py",
     "bench_sim.py",
     "bench_influx.py",

@@ -25,7 +25,14 @@ flag names the figure and why; it does not change the exit code. docs/results.md
 from __future__ import annotations
 
 from llmload.metrics import Histogram
-from llmload.results_model import ClientHealth, CpuPercent, FigureFlag, LoopLag, ReadTimestamps
+from llmload.results_model import (
+    ClientHealth,
+    CpuPercent,
+    FigureFlag,
+    LoopLag,
+    ReadTimestamps,
+    SelfTest,
+)
 from llmload.scenario import Client
 from llmload.stamps import ReadStamps
 
@@ -35,9 +42,14 @@ LATE_READ_MS = 1.0  # client delay p99 above which a user-space stamp is known t
 
 
 def client_health(
-    client: Client, lag: Histogram, cpu_samples: list[float], stamps: dict[str, ReadStamps]
+    client: Client,
+    lag: Histogram,
+    cpu_samples: list[float],
+    stamps: dict[str, ReadStamps],
+    selftest: SelfTest | None = None,
 ) -> ClientHealth:
-    """The ``client`` block: loop lag, CPU, read stamps per target, and what they make of the figures."""
+    """The ``client`` block: loop lag, CPU, read stamps per target, what they make of the figures,
+    and the capacity self-test when it ran (its warning is also a note)."""
     lag_s = lag.summary_ms()
     cpu = CpuPercent(
         mean=round(sum(cpu_samples) / len(cpu_samples), 1) if cpu_samples else None,
@@ -87,7 +99,9 @@ def client_health(
                 f"loop lag p99 {p99 or 0:.1f} ms)"
             )
             flags.append(FigureFlag(target=t, metric="ttft", why=why))
-    return ClientHealth(
+    if selftest is not None and selftest.warning:
+        notes.append(selftest.warning)
+    health = ClientHealth(
         loop_lag_ms=LoopLag.model_validate({k: lag_s.get(k) for k in ("count", "p50", "p99", "max")}),
         cpu_percent=cpu,
         timestamps={t: ReadTimestamps.model_validate(s.summary()) for t, s in sorted(stamps.items())},
@@ -96,3 +110,6 @@ def client_health(
         notes=notes,
         flags=flags,
     )
+    if selftest is not None:  # set only when it ran: summary.json leaves the key out otherwise
+        health.selftest = selftest
+    return health

@@ -50,7 +50,7 @@ def finalize(
     sc = c.sc
     agg = c.agg
     end = c.ended_at or __import__("time").time()
-    health = client_health(sc.client, agg.loop_lag, c.intervals.cpu_samples, agg.stamps)
+    health = client_health(sc.client, agg.loop_lag, c.intervals.cpu_samples, agg.stamps, c.selftest)
     reasons = list(c.reasons)
     status = "ok"
     code = EXIT_OK

@@ -160,6 +160,23 @@ class FigureFlag(_Model):
     why: str
 
 
+class SelfTest(_Model):
+    """The capacity self-test before the run (llmload/selftest.py): this machine's cost per chunk
+    through llmload's own stream client, against the scenario's expected chunk rate per process."""
+
+    mode: Literal["auto", "on"]
+    chunks: int  # token-bearing chunks the self-test read
+    cpu_s: float  # the client thread's CPU time spent reading them
+    chunk_cost_us: float
+    capacity_chunks_per_s: float  # one core at 100%: 1 / chunk cost
+    expected_chunks_per_s: float  # the scenario's peak, every target together
+    processes: int  # load processes sharing it (local: 1; --workers N: N)
+    expected_per_process: float
+    load_percent: float  # expected_per_process / capacity_chunks_per_s, in %
+    limit_percent: float
+    warning: str | None = None
+
+
 class ClientHealth(_Model):
     """The load generator's own health (llmload/client_health.py): timings are only as good as it is."""
 
@@ -170,6 +187,7 @@ class ClientHealth(_Model):
     unreliable_reasons: list[str] = []
     notes: list[str] = []
     flags: list[FigureFlag] = []
+    selftest: SelfTest | None = None  # set when the self-test ran (client.selftest)
 
 
 class TelemetryInfo(_Model):

@@ -220,6 +220,24 @@ class Client(Strict):
         "stamps (a note with kernel stamps)",
     )
     cpu_threshold_percent: float = Field(90.0, gt=0, le=100)
+    selftest: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="a 2 s loopback self-test of this machine's cost per chunk before the run, with a "
+        "warning when the expected chunk rate per process passes 80% of one core (llmload/selftest.py): "
+        "auto runs it from 2,000 expected chunks/s per process",
+    )
+    stream_tokens_per_s: float = Field(
+        50.0,
+        gt=0,
+        description="the decode speed one stream is expected to get: the self-test's estimate of a "
+        "closed-loop scenario's chunk rate (users x targets x this)",
+    )
+
+    @field_validator("selftest", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, v: Any) -> Any:
+        """YAML 1.1 reads a bare on/off as true/false: take them back as the words."""
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
     @field_validator("scrape_interval")
     @classmethod

@@ -22,6 +22,7 @@ from llmload.locust.controller import LLMRun
 from llmload.locust.intervals import Intervals
 from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.users import class_name
+from llmload.results_model import SelfTest
 from llmload.runstate import WARMUP, Aggregator
 from llmload.sinks.results import ResultsWriter
 from llmload.slo_watch import step_miss
@@ -79,6 +80,7 @@ class Conductor:
         self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
         self.send_scenario: Any = None  # distribution.send_scenario (master), set by the plugin
         self.intervals = Intervals(self)  # timeseries rows, sinks' rows, the progress line
+        self.selftest: SelfTest | None = None  # the capacity self-test before the run (llmload/selftest.py)
 
     # --- plan -------------------------------------------------------------------
     def tick(self) -> Tick | None:

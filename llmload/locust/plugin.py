@@ -42,7 +42,7 @@ from llmload.locust.users import make_user_class
 from llmload.locust.waits import watch_master, watch_workers
 from llmload.rebuild import RUN_INFO, run_info
 from llmload.report.levels import summary_text
-from llmload.results_model import Summary
+from llmload.results_model import SelfTest, Summary
 from llmload.scenario import validate_data
 from llmload.sinks.terminal import render_table
 from llmload.yamlsrc import InputError
@@ -203,6 +203,7 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
         RUN_INFO, run_info(sc, run_id, "distributed" if distributed else "local", time.time())
     )
     st.run, st.conductor = run, conductor
+    conductor.selftest = capacity_selftest(conductor, int(options.expect_workers or 1) if distributed else 1)
     try:
         st.sink = make_sink(
             sc, run_id, results_dir / "influx-spool", "master" if distributed else "local", run.collector
@@ -223,6 +224,37 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     if options.headless:
         logging.getLogger("locust.stats_logger").setLevel(logging.WARNING)
     conductor.event("start", f"run {run_id} starting ({len(sc.targets)} targets)")
+
+
+def capacity_selftest(c: Conductor, processes: int) -> SelfTest | None:
+    """The self-test before the load (llmload/selftest.py): an event with its figures, and its
+    warning as one line on the terminal. The run goes on either way."""
+    from llmload.load.lengths import expected_length
+    from llmload.selftest import run_selftest
+
+    sc = c.sc
+    try:
+        res = run_selftest(
+            sc.client.selftest,
+            c.run.plan,
+            expected_length(sc.workload.output_tokens),
+            sc.client.stream_tokens_per_s,
+            processes,
+        )
+    except (OSError, RuntimeError) as e:  # it informs; it must not keep the run from starting
+        log.warning("llmload: self-test failed: %s", e)
+        return None
+    if res is None:
+        return None
+    c.event(
+        "selftest",
+        f"self-test: {res.chunk_cost_us:.0f} us per chunk, {res.capacity_chunks_per_s:,.0f} chunks/s per core; "
+        f"expected {res.expected_per_process:,.0f} chunks/s per process ({res.load_percent:.0f}%)",
+        **res.model_dump(),
+    )
+    if res.warning:
+        print(f"llmload: warning: {res.warning}", file=sys.stderr, flush=True)
+    return res
 
 
 def resolve(sc: Any, overrides: list[str]) -> Any:

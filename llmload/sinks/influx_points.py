@@ -32,7 +32,16 @@ INTERVAL_FIELDS: tuple[str, ...] = (
     "cpu_percent",
     "users",
 )
-EVENT_KINDS: tuple[str, ...] = ("start", "stop", "phase", "stage", "worker_lost", "warning", "preflight")
+EVENT_KINDS: tuple[str, ...] = (
+    "start",
+    "stop",
+    "phase",
+    "stage",
+    "worker_lost",
+    "warning",
+    "preflight",
+    "selftest",
+)
 
 # The kinds of buffered items (the sink appends tuples that start with one of these).
 REQUEST, INTERVAL, EVENT, POINT = 0, 1, 2, 3
