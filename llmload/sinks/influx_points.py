@@ -78,8 +78,8 @@ class _Series:
         return us * 1000 + (n if n < 1000 else 999)
 
 
-_REQ_FMT = (
-    "%s index=%d.0,output_tokens=%d.0,prompt_tokens=%d.0,ttft_ms=%.3f,e2e_ms=%.3f,tpot_ms=%.3f,"
+_REQ_FMT = (  # after the series prefix; then schedule_lag_ms when scheduled, and the timestamp
+    " index=%d.0,output_tokens=%d.0,prompt_tokens=%d.0,ttft_ms=%.3f,e2e_ms=%.3f,tpot_ms=%.3f,"
     "itl_mean_ms=%.3f,itl_max_ms=%.3f"
 )
 
@@ -95,7 +95,9 @@ class PointFormatter:
     def __init__(self, run_id: str, worker: str) -> None:
         self.run_id = run_id
         self.worker = worker
-        self._by_key: dict[tuple[Any, ...], _Series] = {}
+        # (id(tags), status, worker, phase) -> (series, its request formats without and with the
+        # schedule lag, the tags kept alive)
+        self._by_key: dict[tuple[Any, ...], tuple[_Series, str, str, dict[str, str]]] = {}
         self._by_prefix: dict[str, _Series] = {}
 
     def series(self, prefix: str) -> _Series:
@@ -119,19 +121,24 @@ class PointFormatter:
 
     def request(self, rec: RequestRecord, tags: dict[str, str]) -> str | None:
         worker = rec.worker if rec.worker and rec.worker != "local" else self.worker
-        key = (tuple(tags.items()), rec.status, worker, rec.phase)
-        series = self._by_key.get(key)
-        if series is None:
+        # The tags dict is the sink's per-target one, the same object for every request: keyed by
+        # its id (the entry keeps it alive, so the id is not reused) instead of a tuple of its
+        # items built per point (profiled: a fifth of this method's time).
+        key = (id(tags), rec.status, worker, rec.phase)
+        entry = self._by_key.get(key)
+        if entry is None:
             full = dict(tags)
             full.update(run_id=self.run_id, status=rec.status, worker=worker, phase=rec.phase)
-            series = self._by_key[key] = self.series(series_prefix("llm_request", full.items()))
-        prefix = series.prefix
+            series = self.series(series_prefix("llm_request", full.items()))
+            head = series.prefix.replace("%", "%%") + _REQ_FMT  # a tag value may hold a %
+            entry = self._by_key[key] = (series, head + " %d", head + ",schedule_lag_ms=%.3f %d", tags)
+        series = entry[0]
         ts = series.ts(rec.start_time)
         ttft, e2e, itl, n_out, n_in = rec.ttft_s, rec.e2e_s, rec.itl_s, rec.output_tokens, rec.prompt_tokens
         if ttft is not None and e2e is not None and itl and n_in is not None and n_out >= 2:
-            # The common case (a successful streamed request) in one %-format: float repr of
-            # arbitrary values costs ~1 us each, %.3f a quarter of that. Milliseconds keep
-            # microsecond resolution, like requests.jsonl.
+            # The common case (a successful streamed request) in one %-format, the series prefix
+            # already in it: float repr of arbitrary values costs ~1 us each, %.3f a quarter of
+            # that. Milliseconds keep microsecond resolution, like requests.jsonl.
             tpot = (e2e - ttft) / (n_out - 1)
             itl_mean = sum(itl) / len(itl)
             itl_max = max(itl)
@@ -141,8 +148,19 @@ class PointFormatter:
                 lag = 0.0
             check = ttft + e2e + tpot + itl_mean + itl_max + lag
             if check - check == 0.0:  # all finite (nan/inf would make the batch invalid)
-                text = _REQ_FMT % (
-                    prefix,
+                if intended is None:
+                    return entry[1] % (
+                        rec.index,
+                        n_out,
+                        n_in,
+                        ttft * 1000.0,
+                        e2e * 1000.0,
+                        tpot * 1000.0,
+                        itl_mean * 1000.0,
+                        itl_max * 1000.0,
+                        ts,
+                    )
+                return entry[2] % (
                     rec.index,
                     n_out,
                     n_in,
@@ -151,10 +169,10 @@ class PointFormatter:
                     tpot * 1000.0,
                     itl_mean * 1000.0,
                     itl_max * 1000.0,
+                    lag * 1000.0,
+                    ts,
                 )
-                if intended is not None:
-                    text += ",schedule_lag_ms=%.3f" % (lag * 1000.0)
-                return text + " " + str(ts)
+        prefix = series.prefix
         fields = format_fields(
             {
                 "index": rec.index,
