@@ -16,6 +16,7 @@ BENCHES = [
     "bench_distributed.py",
     "bench_report.py",
     "bench_engine_vllm.py",
+    "bench_rss.py",  # 10 minutes: last
 ]
 
 

@@ -5,7 +5,7 @@
 Each POST streams vLLM's chat format (llmload/sim/wire.py): the role chunk, then ``max_tokens``
 content chunks ``interval_ms`` apart (the first one interval after the request), usage and
 [DONE]. One timer per stream on absolute times, so the beat does not drift with the server's own
-work. Any other request answers 200 ``{}``. Started by llmload/selftest.py in its own process, so
+work. GET /v1/models lists the one model, ``selftest``; any other request answers 200 ``{}``. Started by llmload/selftest.py in its own process, so
 the CPU the client spends per chunk can be read apart from the server's.
 """
 
@@ -19,6 +19,8 @@ from pathlib import Path
 
 from llmload.sim import wire
 from llmload.sim.http import HttpProtocol, HttpRequest
+
+MODELS = b'{"object":"list","data":[{"id":"selftest","object":"model","owned_by":"llmload"}]}'
 
 
 def _stream(loop: asyncio.AbstractEventLoop, proto: HttpProtocol, n: int, interval_s: float) -> None:
@@ -53,7 +55,7 @@ def serve(port_file: Path, interval_ms: float, host: str = "127.0.0.1") -> None:
 
         def handle(req: HttpRequest, proto: HttpProtocol) -> None:
             if req.method != "POST":
-                proto.respond(200, b"{}")
+                proto.respond(200, MODELS if req.path.startswith("/v1/models") else b"{}")
                 return
             n = max(1, int(json.loads(req.body or b"{}").get("max_tokens", 16)))
             _stream(loop, proto, n, interval_ms / 1000)
