@@ -154,10 +154,13 @@ def measure(
         )
         try:
             url = f"http://127.0.0.1:{_wait_port(port_file, server)}"
-            return _drive(url, seconds, streams, interval_ms)
+            chunks, cpu_s = _drive(url, seconds, streams, interval_ms)
         finally:
             server.terminate()
             server.wait()
+    if not chunks:
+        raise RuntimeError("the self-test read no chunks from its loopback server")
+    return chunks, cpu_s
 
 
 def _wait_port(port_file: Path, server: subprocess.Popen[bytes]) -> int:
@@ -187,7 +190,11 @@ def _drive(url: str, seconds: float, streams: int, interval_ms: float) -> tuple[
             tr.close()
 
     cpu0 = time.thread_time()
-    gevent.joinall([gevent.spawn(user, i) for i in range(streams)], timeout=seconds + 30.0, raise_error=True)
+    users = [gevent.spawn(user, i) for i in range(streams)]
+    try:
+        gevent.joinall(users, timeout=seconds + 30.0, raise_error=True)
+    finally:
+        gevent.killall(users)  # none left streaming once the server is gone
     return chunks[0], time.thread_time() - cpu0
 
 
