@@ -229,8 +229,8 @@ class Client(Strict):
     stream_tokens_per_s: float = Field(
         50.0,
         gt=0,
-        description="the decode speed one stream is expected to get: the self-test's estimate of a "
-        "closed-loop scenario's chunk rate (users x targets x this)",
+        description="the decode speed one stream is expected to get, for the self-test's estimate of the "
+        "chunk rate: closed loop, users x targets x this; open loop, at most max_vus x targets x this",
     )
 
     @field_validator("selftest", mode="before")

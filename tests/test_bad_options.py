@@ -30,6 +30,14 @@ OPTION_CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, l
         ["--set", "load.users"],
         "--set 'load.users': expected key.path=value",
     ),
+    (
+        "set client.selftest",
+        GOOD,
+        {},
+        "validate",
+        ["--set", "client.selftest=maybe"],
+        "--set client.selftest='maybe': Input should be 'auto', 'on' or 'off'",
+    ),
     ("set unknown target", GOOD, {}, "validate", ["--set", "targets.zzz.model=x"], "no list item 'zzz'"),
     ("set unknown field", GOOD, {}, "run", ["--set", "load.userz=2"], "--set load.userz=2: unknown field"),
     (
