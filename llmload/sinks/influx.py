@@ -121,7 +121,7 @@ class InfluxSink:
     def start(self) -> None:
         if self._thread is not None:
             return
-        self._pause = _pause_for_loop()
+        self._pause = self._writer.pause_s = _pause_for_loop()
         self._thread = threading.Thread(target=self._run, name="llmload-influx-writer", daemon=True)
         self._thread.start()
 
