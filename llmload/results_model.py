@@ -1,7 +1,7 @@
 """The results directory as typed models: requests.jsonl lines, timeseries.jsonl rows, summary.json's run.
 
     RequestLine.model_validate(json.loads(line))     # a reader gets typed fields, or a clear error
-    python -m llmload.results_model docs/schemas     # writes the published JSON Schemas
+    python -m llmload.schemas docs/schemas           # writes the published JSON Schemas (schemas.py)
 
 Writers build these shapes (records.RequestRecord.to_json, the conductor's interval rows, finish.py's
 run block) and readers parse them (rebuild.py); docs/schemas/ holds the JSON Schemas generated from
@@ -17,9 +17,6 @@ latencies, ``histograms`` in levels) is a field with a default that the writer s
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -375,31 +372,3 @@ class Summary(_Model):
     def dump(self) -> dict[str, Any]:
         """The JSON form written to summary.json: only the keys its writer set."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-
-SCHEMAS: dict[str, type[BaseModel]] = {
-    "requests-line": RequestLine,
-    "timeseries-row": TimeseriesRow,
-    "telemetry-row": TelemetryRow,
-    "summary-run": RunBlock,
-    "summary": Summary,
-}
-
-
-def schema_text(model: type[BaseModel]) -> str:
-    return json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
-
-
-def write_schemas(out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, model in SCHEMAS.items():
-        p = out_dir / f"{name}.schema.json"
-        p.write_text(schema_text(model))
-        paths.append(p)
-    return paths
-
-
-if __name__ == "__main__":
-    for path in write_schemas(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schemas")):
-        print(path)

@@ -11,15 +11,14 @@ import jsonschema
 from llmload.metrics import Histogram
 from llmload.records import STATUS_CLASSES
 from llmload.results_model import (
-    SCHEMAS,
     Latency,
     RequestLine,
     Status,
     Summary,
     TelemetryRow,
     TimeseriesRow,
-    schema_text,
 )
+from llmload.schemas import SCHEMAS, schema_text
 from tests.conftest import ROOT, TOLERANT_CLIENT, llmload_run
 
 PUBLISHED = ROOT / "docs" / "schemas"
@@ -29,7 +28,7 @@ def test_the_published_schemas_are_the_models_own() -> None:
     for name, model in SCHEMAS.items():
         path = PUBLISHED / f"{name}.schema.json"
         assert path.read_text() == schema_text(model), (
-            f"{path} is stale: python -m llmload.results_model docs/schemas"
+            f"{path} is stale: python -m llmload.schemas docs/schemas"
         )
     assert set(get_args(Status)) == set(STATUS_CLASSES)  # one list of classes, in two notations
     assert list(Latency.model_fields) == list(Histogram().summary_ms())  # one latency block, two notations
