@@ -40,12 +40,16 @@ def certain_miss(stats: TargetStats, slo: SloSpec, planned: int) -> str | None:
     return None
 
 
-def step_miss(level: dict[str, TargetStats], ps: PlanStep, slo: SloSpec) -> str | None:
+def step_miss(level: dict[str, TargetStats], ps: PlanStep, slo: SloSpec, turns: int = 1) -> str | None:
     """Why every target of the step ``ps`` has missed its SLOs for good (its figures so far:
-    ``level``); None while one of them still can meet them, or when the step's size is not known."""
+    ``level``); None while one of them still can meet them, or when the step's size is not known.
+
+    ``turns``: the most requests one session sends (a closed loop's budget counts sessions)."""
     planned = planned_requests(ps.step)
     if planned is None:
         return None
+    if not ps.step.open_loop:
+        planned *= turns
     why = {t: certain_miss(level[t], slo, planned) if t in level else None for t in ps.targets}
     if not all(why.values()):
         return None

@@ -102,12 +102,16 @@ def run_target(t: Any, agg: Aggregator, window: TargetStats, everything: TargetS
 def _measured_span(meta: Step, steps: list[Step], target: str, warmup: float) -> float:
     """The time a step's level sent its requests in, for its achieved rate: after the target's
     warm-up (its first step's start plus ``load.warmup``; warm-up requests are a level of their own),
-    until its schedule ended (``planned_s``; the conductor closes a step at its next tick, up to a
-    second later, or once a request-bounded open loop's streams have all ended)."""
+    until the step ended; for an open loop, until its schedule ended (``planned_s``: the conductor
+    closes a step at its next tick, up to a second later, or once a request-bounded open loop's
+    streams have all ended, with nothing sent in between). A closed loop's users send until the
+    step closes: its rate is what they got through."""
     first = min((m.start for m in steps if target in m.targets), default=meta.start)
     start = max(meta.start, first + warmup)
     assert meta.end is not None
-    end = meta.end if meta.planned_s is None else min(meta.end, meta.start + meta.planned_s)
+    end = meta.end
+    if meta.planned_s is not None and meta.target_rate is not None:  # an open loop's schedule ends
+        end = min(end, meta.start + meta.planned_s)
     return max(1e-9, end - start)
 
 

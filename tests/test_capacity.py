@@ -130,7 +130,8 @@ def test_bad_capacity_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     no_slo.write_text(FIXTURE.read_text().split("slo:")[0])
     for args, words in [
         ([str(no_slo)], "needs `slo:`"),
-        ([str(FIXTURE), "--start", "-1"], "capacity start:"),
+        ([str(FIXTURE), "--start", "-1"], "--start: Input should be greater than 0"),
+        ([str(FIXTURE), "--max", "2"], "the capacity phase with --max: capacity needs min <= start <= max"),
         ([str(FIXTURE), "--targets", "nope"], "--targets: unknown target(s) nope"),
         ([str(FIXTURE), "--set", "load.phases.0.requests=3"], "requests"),
     ]:

@@ -89,8 +89,13 @@ def settings_for(sc: Scenario, a: argparse.Namespace) -> Capacity:
         return Capacity.model_validate(base)
     except ValidationError as e:
         err = e.errors()[0]
-        name = ".".join(str(x) for x in err["loc"]) or "capacity"
-        raise InputError(f"capacity {name}: {err['msg'].removeprefix('Value error, ')}") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        name = ".".join(str(x) for x in err["loc"])
+        given = [f"--{k.replace('_', '-')}" for k in OPTIONS if getattr(a, k) is not None]
+        if name in OPTIONS and getattr(a, name) is not None:
+            raise InputError(f"--{name.replace('_', '-')}: {msg}") from None
+        where = f"the capacity phase with {', '.join(given)}" if given else "its capacity phase"
+        raise InputError(f"{a.scenario}: {where}: {name + ': ' if name else ''}{msg}") from None
 
 
 def target_capacity(search: Search, name: str) -> TargetCapacity:
@@ -151,7 +156,9 @@ def capacity_main(argv: list[str]) -> int:
     salt = sc.workload.salt if isinstance(sc.workload.salt, str) else None
     if sc.workload.salt is True:
         salt = "cap" + secrets.token_hex(4)
-    search = Search(a, sc, settings, results, salt)
+    # Probes of targets searched at once share this host's cores: --workers is split between them.
+    parallel = len(wanted) if sc.load.mode == "parallel" else 1
+    search = Search(a, sc, settings, results, salt, workers=a.workers // parallel)
     old = {s: signal.signal(s, lambda n, _f: search.forward(n)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         if sc.load.mode == "sequential":
@@ -176,7 +183,7 @@ def finish(search: Search, wanted: list[str]) -> int:
     targets = [target_capacity(search, n) for n in wanted]
     reasons = []
     if search.failed:
-        status, code = "failed", EXIT_INPUT
+        status, code = "failed", search.failed_code
         reasons.append(search.failed)
     elif search.signalled:
         status, code = "interrupted", EXIT_SIGINT if search.signalled == "SIGINT" else EXIT_SIGTERM

@@ -2,8 +2,12 @@
 
 A probe is ``llmload run`` on the user's scenario with its load replaced by one phase
 (``--set load=...``): a constant-arrival-rate phase at the probe's rate, held for its warm-up plus
-``requests / rate`` seconds (at most ``hold_max``), or a constant-vus phase of the probe's streams
-ending after ``requests`` requests (warm-up included) or its warm-up plus ``hold_max`` seconds.
+``(requests + margin) / rate`` seconds (at most ``hold_max``), or a constant-vus phase of the
+probe's streams ending after ``requests + margin`` requests plus one per stream (the first wave,
+sent in a warm-up no longer than one request) or its warm-up plus ``hold_max`` seconds. The margin,
+``2 sqrt(requests) + 2``, keeps the measured count at ``requests`` or more. Probes run without the
+self-test (a probe beside another target's probe would measure that one's load) and with
+``load.stop_on_slo_miss``.
 ``load.stop_on_slo_miss`` ends a probe early once its SLOs are missed for good
 (llmload/slo_watch.py). Each probe writes a full results directory, so every request it sent is
 accounted for there; its console output goes next to it (``<probe>.log``).
@@ -16,6 +20,7 @@ the server's prefix cache for the next.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -48,8 +53,11 @@ class ProbeSpec:
 def probe_load(sc: Scenario, settings: Capacity, spec: ProbeSpec) -> dict[str, Any]:
     """The probe's ``load:`` mapping."""
     warmup = settings.warmup if settings.warmup is not None else sc.load.warmup
+    # Arrivals fall on either side of the warm-up's end by chance: a margin of two standard
+    # deviations (and two) keeps the measured count at ``requests`` or more.
+    margin = int(2 * math.sqrt(settings.requests)) + 2
     if settings.vary == "rate":
-        hold = min(settings.requests / spec.value, settings.hold_max)
+        hold = min((settings.requests + margin) / spec.value, settings.hold_max)
         phase: dict[str, Any] = {
             "executor": "constant-arrival-rate",
             "name": spec.level,
@@ -64,7 +72,7 @@ def probe_load(sc: Scenario, settings: Capacity, spec: ProbeSpec) -> dict[str, A
             "name": spec.level,
             "vus": int(spec.value),
             "duration": warmup + settings.hold_max,
-            "max_requests": settings.requests,
+            "max_requests": settings.requests + margin + int(spec.value),  # the first wave: warm-up
         }
     return {"warmup": warmup, "stop_grace": sc.load.stop_grace, "stop_on_slo_miss": True, "phases": [phase]}
 
@@ -90,6 +98,7 @@ def probe_command(
     if salt is not None:
         key = f"{settings.vary[0]}{spec.value:g}r{spec.repeat}"
         cmd += ["--set", f"workload.salt={salt}-{key}"]
+    cmd += ["--set", "client.selftest=off"]
     cmd += ["--targets", spec.target, "--results", str(results), "--quiet", "--no-reports"]
     if sim:
         cmd.append("--sim")

@@ -16,7 +16,7 @@ from llmload.capacity.judge import Verdict, judge
 from llmload.capacity.outcome import ProbeFigure, ProbeRow
 from llmload.capacity.probe import ProbeSpec, last_line, probe_command, start_probe
 from llmload.capacity.search import Outcome, next_probe
-from llmload.finish import EXIT_INPUT
+from llmload.finish import EXIT_INPUT, EXIT_INVALID
 from llmload.load.executors import Capacity
 from llmload.report.results import BadResults, load_run
 from llmload.report.slo import fmt
@@ -38,8 +38,11 @@ class Search:
     running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     issued: int = 0  # probes started so far (their numbers)
     signalled: str | None = None
-    failed: str | None = None  # a probe that could not start: the search stops (exit 2)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    failed: str | None = None  # why the search stopped short: a probe could not start, or gave no result
+    failed_code: int = EXIT_INPUT
+    workers: int = 0  # each probe's worker processes
+    # re-entrant: a signal's handler (forward) may run on the main thread while it holds the lock
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def stopped(self) -> bool:
         return self.signalled is not None or self.failed is not None
@@ -58,12 +61,22 @@ class Search:
             row = self.probe(spec)
             with self.lock:
                 self.rows.append(row)
-            if row.verdict in ("interrupted", "no result") and self.stopped():
-                return
-            passed = row.verdict in ("pass", "marginal pass")
-            mine.append(Outcome(spec.value, spec.repeat, passed, row.verdict in ("pass", "fail")))
             if not self.a.quiet:
                 print(progress(row, self.settings.vary), flush=True)
+            if row.verdict in ("interrupted", "no result"):
+                # Not a verdict on the load: a probe that crashed must not cap the capacity. It is
+                # tried once more; a second one stops the search (exit 3) with its reason.
+                lost = sum(
+                    1 for r in self.rows if r.target == name and r.verdict in ("no result", "interrupted")
+                )
+                if not self.stopped() and lost >= 2:
+                    self.failed = (
+                        f"probe {spec.number} ({name}, {spec.level}) gave no result twice: {row.note}"
+                    )
+                    self.failed_code = EXIT_INVALID
+                continue
+            passed = row.verdict in ("pass", "marginal pass")
+            mine.append(Outcome(spec.value, spec.repeat, passed, row.verdict in ("pass", "fail")))
 
     def probe(self, spec: ProbeSpec) -> ProbeRow:
         out = self.results / "probes" / spec.dirname()
@@ -76,7 +89,7 @@ class Search:
             out,
             self.salt,
             sim=self.a.sim,
-            workers=self.a.workers,
+            workers=self.workers,
         )
         log = out.with_name(out.name + ".log")
         key = f"{spec.target}#{spec.number}"

@@ -14,9 +14,9 @@ The estimate is the highest load that passed every time it was probed, below the
 ever failed. Its interval runs from the highest load at or below it that passed *clearly* and never
 failed to the lowest load above it that failed clearly and never passed (llmload/capacity/judge.py:
 each figure's one-sided 95% bound on the same side of its SLO): the search's step and each probe's
-sampling error are both inside it. When no probe closes a side, the search probes further out
-(by the square root of ``factor``) until one does, or ``min``/``max`` is reached, where the side
-stays open (None).
+sampling error are both inside it. When no probe closes a side, the search probes further out (by
+the square root of ``factor``, at most one ``factor`` beyond the bracket, and downwards only to loads
+whose probes still get their full ``requests``); a side no probe closes stays open (None).
 """
 
 from __future__ import annotations
@@ -86,6 +86,10 @@ def _clear_ends(outcomes: Sequence[Outcome], lo: float) -> tuple[list[float], li
     return passes, fails
 
 
+def _floor(settings: Capacity) -> float:
+    return max(_min(settings), 1.0) if settings.vary == "concurrency" else _min(settings)
+
+
 def next_probe(outcomes: Sequence[Outcome], settings: Capacity) -> tuple[float, int] | None:
     """The next probe (load, repeat number), or None when the search is done."""
     if len(outcomes) >= MAX_PROBES:
@@ -95,14 +99,11 @@ def next_probe(outcomes: Sequence[Outcome], settings: Capacity) -> tuple[float, 
     lo, hi = _split(outcomes)
     if hi is None:  # everything passed so far: bracket upwards
         assert lo is not None
-        if lo >= settings.max:
-            return None
-        return min(settings.max, _tidy(lo * settings.factor, settings)), 0
+        up = min(settings.max, _tidy(lo * settings.factor, settings))
+        return (up, 0) if up > lo else None  # None: at max (or rounding cannot go higher)
     if lo is None:  # everything failed so far: bracket downwards
-        floor = _min(settings)
-        if hi <= floor:
-            return None
-        return max(floor, _tidy(hi / settings.factor, settings)), 0
+        down = max(_floor(settings), _tidy(hi / settings.factor, settings))
+        return (down, 0) if down < hi else None  # None: at min
     if not _close_enough(lo, hi, settings):
         mid = _tidy(math.sqrt(lo * hi), settings)
         if lo < mid < hi:
@@ -111,23 +112,30 @@ def next_probe(outcomes: Sequence[Outcome], settings: Capacity) -> tuple[float, 
         for v in (lo, hi):
             if sum(1 for o in outcomes if o.value == v) < 2:
                 return v, 1
-    # Close the interval: a load above that fails clearly, one at or below that passes clearly.
+    # Close the interval: a load above that fails clearly, one at or below that passes clearly,
+    # at most one factor beyond the bracket on each side (further out says little of the boundary).
     passes, fails = _clear_ends(outcomes, lo)
     step = math.sqrt(settings.factor)
     values = [o.value for o in outcomes]
     up = min(settings.max, _tidy(max(values) * step, settings))
-    if not fails and up > max(values):
+    if not fails and max(values) < up <= hi * settings.factor:
         return up, 0
-    down = max(_min(settings), _tidy(min(values) / step, settings))
-    if not passes and down < min(values):
+    down = max(_floor(settings), _tidy(min(values) / step, settings))
+    if not passes and lo / settings.factor <= down < min(values) and _decisive(down, settings):
         return down, 0
     return None
+
+
+def _decisive(value: float, settings: Capacity) -> bool:
+    """Can a probe at ``value`` get its full ``requests`` (so that a p99 can pass clearly)?"""
+    return settings.vary == "concurrency" or settings.requests / value <= settings.hold_max
 
 
 def estimate(outcomes: Sequence[Outcome], settings: Capacity) -> Estimate:
     lo, hi = _split(outcomes)
     if lo is None:
-        return Estimate(None, None, hi, "below_min" if outcomes else "unsettled")
+        at_floor = hi is not None and hi <= _floor(settings)
+        return Estimate(None, None, hi, "below_min" if at_floor else "unsettled")
     passes, fails = _clear_ends(outcomes, lo)
     bound: Literal["found", "at_least_max", "below_min", "unsettled"] = "found"
     if hi is None:

@@ -114,7 +114,8 @@ class Conductor:
             if st.max_requests is not None:
                 done = done or all(self.step_requests(ps, t) >= st.max_requests for t in ps.targets)
             if not done and self.sc.load.stop_on_slo_miss and self.sc.slo is not None:
-                why = step_miss(self.agg.levels.get((st.phase, st.level), {}), ps, self.sc.slo)
+                level = self.agg.levels.get((st.phase, st.level), {})
+                why = step_miss(level, ps, self.sc.slo, self.run.source.turns_max)
                 if why is not None:
                     self.event("slo_missed", f"step {st.level} ended early, its SLOs missed: {why}")
                     done = True

@@ -53,7 +53,7 @@ class ChartSeries:
         )
 
     def event(self, kind: str, text: str) -> None:
-        pass
+        """A sink hears the run's events too; the charts draw none of them."""
 
     def to_json(self) -> dict[str, Any]:
         """``{"fields": [...], "targets": {name: {"t": [...], field: [...], ...}}}``, oldest first."""

@@ -9,6 +9,8 @@ Usage (the load generator, under gevent monkey-patching, or any plain thread)::
     sink.event("start", "run started")
     stats = sink.close(timeout_s=10)   # {"written", "spooled", "dropped", "spool_dir"}
 
+A target's tags are one dict, kept and never changed: request points find their series by the
+dict's identity (a new dict per call works, but builds its series again each time).
 ``request()``, ``interval()``, ``event()`` and ``point()`` only append to a deque. One
 background writer (a ``threading.Thread``, which monkey-patching turns into a greenlet)
 formats the points in small slices, yielding between slices so the event loop never waits

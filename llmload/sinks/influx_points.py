@@ -48,6 +48,9 @@ REQUEST, INTERVAL, EVENT, POINT = 0, 1, 2, 3
 _GENERATION = 200_000  # (series, microsecond) keys remembered per generation for unique timestamps
 
 
+MAX_SERIES_KEYS = 10_000  # request series kept by tags identity; more means tags dicts are not reused
+
+
 class _Series:
     """One series (measurement + tag set): its line prefix and the timestamps it used.
 
@@ -127,6 +130,8 @@ class PointFormatter:
         key = (id(tags), rec.status, worker, rec.phase)
         entry = self._by_key.get(key)
         if entry is None:
+            if len(self._by_key) >= MAX_SERIES_KEYS:  # a caller passing a new tags dict each time
+                self._by_key.clear()
             full = dict(tags)
             full.update(run_id=self.run_id, status=rec.status, worker=worker, phase=rec.phase)
             series = self.series(series_prefix("llm_request", full.items()))
