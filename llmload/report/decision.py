@@ -271,7 +271,7 @@ def render_rows(rows: Sequence[DecisionRow]) -> tuple[list[str], list[list[str]]
                 f" ({ratio:.2f}x)" if ratio is not None and adv >= 0 else ""
             )
         if r.winner is None:
-            by = f"{r.leader} ahead by {by}" if adv else "equal"
+            by = f"{r.leader} ahead: {by}" if adv else "equal"
         ci = (
             "-"
             if r.ci_low is None or r.ci_high is None
