@@ -134,8 +134,9 @@ def test_bad_capacity_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         ([str(FIXTURE), "--max", "2"], "the capacity phase with --max: capacity needs min <= start <= max"),
         ([str(FIXTURE), "--targets", "nope"], "--targets: unknown target(s) nope"),
         ([str(FIXTURE), "--set", "load.phases.0.requests=3"], "requests"),
+        ([str(FIXTURE), "--results", str(FIXTURE)], "cannot create it"),
     ]:
-        out = _capacity(*args, "--results", str(tmp_path / "r"))
+        out = _capacity(*args, *([] if "--results" in args else ["--results", str(tmp_path / "r")]))
         assert out.returncode == 2, out.stderr
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0], out.stderr

@@ -147,12 +147,15 @@ def capacity_main(argv: list[str]) -> int:
                 f"{a.scenario}: a capacity search needs `slo:` figures to hold (e.g. ttft_p99_ms)"
             )
         settings = settings_for(sc, a)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        results = Path(a.results) if a.results else Path(sc.output.dir) / f"{sc.name}-capacity-{stamp}"
+        try:
+            results.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--results {results}: cannot create it: {e.strerror}") from None
     except InputError as e:
         print(f"llmload: {e}", file=sys.stderr)
         return EXIT_INPUT
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    results = Path(a.results) if a.results else Path(sc.output.dir) / f"{sc.name}-capacity-{stamp}"
-    results.mkdir(parents=True, exist_ok=True)
     salt = sc.workload.salt if isinstance(sc.workload.salt, str) else None
     if sc.workload.salt is True:
         salt = "cap" + secrets.token_hex(4)
