@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from llmload import selftest_server
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -112,18 +114,7 @@ def main() -> int:
     warmup = max(20.0, seconds / 5)
     tmp = Path(tempfile.mkdtemp(prefix="bench-rss-"))
     port_file = tmp / "port"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llmload.selftest_server",
-            "--port-file",
-            str(port_file),
-            "--interval-ms",
-            str(a.interval_ms),
-        ],
-        cwd=ROOT,
-    )
+    server = selftest_server.start(port_file, a.interval_ms, cwd=ROOT)
     try:
         while not port_file.exists():
             time.sleep(0.02)

@@ -27,7 +27,6 @@ it when the share is at least ``AUTO_MIN_CHUNKS_PER_S`` (a smaller run cannot co
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ from typing import Literal
 
 import gevent
 
+from llmload import selftest_server
 from llmload.children import die_with_parent
 from llmload.load.plan import PlanStep
 from llmload.openai_stream import build_request, stream_request
@@ -138,16 +138,9 @@ def measure(
     """
     with tempfile.TemporaryDirectory(prefix="llmload-selftest-") as d:
         port_file = Path(d) / "port"
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "llmload.selftest_server",
-                "--port-file",
-                str(port_file),
-                "--interval-ms",
-                str(interval_ms),
-            ],
+        server = selftest_server.start(
+            port_file,
+            interval_ms,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             preexec_fn=die_with_parent,

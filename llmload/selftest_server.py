@@ -15,7 +15,10 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from llmload.sim import wire
 from llmload.sim.http import HttpProtocol, HttpRequest
@@ -68,6 +71,12 @@ def serve(port_file: Path, interval_ms: float, host: str = "127.0.0.1") -> None:
         await server.serve_forever()
 
     asyncio.run(main())
+
+
+def start(port_file: Path, interval_ms: float, **popen: Any) -> subprocess.Popen[bytes]:
+    """This server in a process of its own; it writes its port to ``port_file`` once it listens."""
+    cmd = [sys.executable, "-m", "llmload.selftest_server", "--port-file", str(port_file)]
+    return subprocess.Popen([*cmd, "--interval-ms", str(interval_ms)], **popen)
 
 
 def main() -> int:
