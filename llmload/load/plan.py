@@ -217,12 +217,17 @@ def planned_requests(step: Step) -> int | None:
     closed loop held for a time)."""
     if step.arrivals:
         return len(step.arrivals)
-    if step.open_loop and step.duration is not None:
-        assert step.rate is not None
-        r0 = step.start_rate if step.start_rate is not None else step.rate
-        n = int(round((r0 + step.rate) / 2 * step.duration))  # as arrival_times counts them
+    if step.open_loop and step.planned_s is not None:  # the count arrival_times draws
+        n = int(round(_expected_arrivals(step)))
         return min(n, step.max_requests) if step.max_requests is not None else n
     return step.max_requests
+
+
+def _expected_arrivals(step: Step) -> float:
+    """An open-loop step's integral of its (linear) rate over its schedule."""
+    assert step.rate is not None and step.planned_s is not None
+    r0 = step.start_rate if step.start_rate is not None else step.rate
+    return (r0 + step.rate) / 2 * step.planned_s
 
 
 def split_share(total: int, k: int, n: int) -> int:
@@ -244,10 +249,9 @@ def arrival_times(step: Step, seed: int) -> list[float]:
     assert dur is not None, "an open-loop step has a duration or a request count"
     r0 = step.start_rate if step.start_rate is not None else step.rate
     r1 = step.rate
-    limit = step.max_requests or 10_000_000
     rng = random.Random(seed)
-    total = (r0 + r1) / 2 * dur  # expected arrivals: integral of the rate
-    n = min(limit, int(round(total)))
+    total = _expected_arrivals(step)
+    n = planned_requests(step) or 0
     if step.arrival == "poisson":
         # A Poisson process conditioned on its count: n independent uniform points in the
         # integrated-rate domain. Gaps are exponential-like, and the phase sends exactly the
