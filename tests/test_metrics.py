@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import tracemalloc
+from collections import Counter
 
 from llmload.metrics import Histogram, TargetStats, merge_wire
 from llmload.records import RequestRecord
@@ -42,6 +44,51 @@ def test_merge_of_parts_equals_the_whole_and_wire_roundtrip() -> None:
     assert Histogram.from_dict(whole.to_dict()).summary_ms() == whole.summary_ms()
     wire = json.dumps(whole.to_wire())
     assert len(wire) < len(json.dumps(vals))  # compact: delta keys, no raw list
+
+
+def test_dense_pages_stay_exact_and_bound_memory() -> None:
+    """Values packed tight enough to turn pages dense (ITL-like: 20 ms +- a few ms, and a sparse
+    tail): every figure and both serialised forms equal the raw values', through merges and round
+    trips; and once the range is full, recording as many again costs no memory."""
+    rng = random.Random(3)
+
+    def draw(n: int) -> list[float]:
+        return [
+            abs(rng.gauss(0.020, 0.004)) if rng.random() < 0.99 else rng.uniform(0.1, 30.0) for _ in range(n)
+        ]
+
+    vals = draw(30_000)
+    whole, parts = Histogram(), [Histogram() for _ in range(3)]
+    for i, v in enumerate(vals):
+        whole.record(v)
+        parts[i % 3].record(v)
+    assert whole._pages, "no page turned dense: the test does not reach the dense path"
+    us = sorted(int(v * 1e6 + 0.5) for v in vals)
+    tally = Counter(us)
+    assert list(whole.items()) == sorted(tally.items())
+    for p in (0.1, 50, 90, 99, 99.9):
+        assert whole.percentile_us(p) == nearest_rank(us, p)
+    assert whole.count_over_ms(25.0) == sum(1 for u in us if u / 1000 > 25.0)
+    assert whole.summary_ms()["mean"] == round(sum(us) / len(us) / 1000, 3)
+    merged = Histogram()
+    for part in parts:
+        merged.merge(Histogram.from_wire(json.loads(json.dumps(part.to_wire()))))
+    assert merged.to_dict() == whole.to_dict() == Histogram.from_dict(whole.to_dict()).to_dict()
+    assert (merged.count, merged.total_us, merged.min_us, merged.max_us) == (len(us), sum(us), us[0], us[-1])
+
+    dense = Histogram()
+    for v in draw(100_000):
+        dense.record(min(v, 0.05))  # one 50 ms range, filled
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for v in draw(100_000):
+            dense.record(min(v, 0.05))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert dense.count == 200_000
+    assert grown < 50_000, f"a full histogram grew by {grown} bytes"
 
 
 def test_empty_histogram_reports_nulls() -> None:
