@@ -12,11 +12,10 @@ Two ways a busy client distorts a figure:
   loop lag and CPU are diagnostics (``notes``), and a figure is flagged (``flags``) when the part
   the stamps cannot correct may reach it: ITL when more than ``COALESCED_FLAG`` of the target's
   kernel-stamped reads brought several token chunks; TTFT when more than ``USER_FIRST_TOKENS_FLAG``
-  of its first tokens came with the response headers (read inside the HTTP library, stamped in
-  user space) while the client read late (its kernel-measured client delay p99 above
-  ``LATE_READ_MS``, or the loop lag over its threshold). Measured (bench_run_ids, 250 streams
-  started at once, both cores busy): 404 of 1,500 first tokens came with the headers, the client
-  delay p99 was 21 ms and the first-token error p99 38 ms.
+  of its first tokens were stamped in user space (a whole response read with its headers, its
+  connection already back in the pool; a socket that gave no stamp) while the client read late
+  (its kernel-measured client delay p99 above ``LATE_READ_MS``, or the loop lag over its threshold).
+  First tokens that merely came with the headers keep their kernel stamp (llmload/transport.py).
 
 A target with no reads at all (never reached, every request refused) is judged on nothing. A
 flag names the figure and why; it does not change the exit code. docs/results.md has the keys.
@@ -94,8 +93,8 @@ def client_health(
         late = lagging or (delay is not None and delay > LATE_READ_MS)
         if late and s.user_first_tokens > USER_FIRST_TOKENS_FLAG * s.first_tokens:
             why = (
-                f"{s.user_first_tokens} of {s.first_tokens} first tokens came with the response headers "
-                f"(user-space stamps) while the client read late (client delay p99 {delay or 0:.1f} ms, "
+                f"{s.user_first_tokens} of {s.first_tokens} first tokens were stamped in user space "
+                f"while the client read late (client delay p99 {delay or 0:.1f} ms, "
                 f"loop lag p99 {p99 or 0:.1f} ms)"
             )
             flags.append(FigureFlag(target=t, metric="ttft", why=why))

@@ -145,7 +145,7 @@ class ReadTimestamps(_Model):
     user_reads: int
     coalesced_reads: int
     first_tokens: int = 0
-    user_first_tokens: int = 0  # first tokens that came with the response headers (user-space stamp)
+    user_first_tokens: int = 0  # first tokens whose read had no kernel stamp (user-space stamp)
     client_delay_ms: ClientDelay
 
 

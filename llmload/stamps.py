@@ -33,7 +33,7 @@ class ReadStamps:
     user_reads: int = 0
     coalesced_reads: int = 0  # reads that brought more than one token-bearing chunk (one stamp for all)
     first_tokens: int = 0  # requests whose first token came (each one's TTFT rests on one read's stamp)
-    user_first_tokens: int = 0  # of which that read was stamped in user space (it came with the headers)
+    user_first_tokens: int = 0  # of which that read was stamped in user space (no kernel stamp for it)
     delay: Histogram = field(default_factory=Histogram)
     refused: bool = False  # a socket refused SO_TIMESTAMPNS: this process stays on user-space stamps
     sources: set[str] = field(default_factory=set)  # merged: every process's source

@@ -16,8 +16,10 @@ GC pause or another process on the core between the segment's arrival and the re
 counted as server latency: it is measured instead, as the client delay of the read (user-space
 time minus kernel time, ``ReadStamps``). Checked here with the event loop blocked for 30 ms: the
 kernel stamp showed the read 10 ms late that a user-space clock would have called server time.
-TLS targets (no recvmsg on an SSL socket), other systems and the bytes that came with the
-response headers (read inside geventhttpclient) keep the user-space stamp, counted apart (llmload/stamps.py).
+The connection's socket does this for every read (``_StampedSocket``), the reads geventhttpclient
+makes for the response headers included, so body bytes that came with the headers (a server that
+sends its first token with them) keep their arrival time too. TLS targets (no recvmsg on an SSL
+socket) and other systems keep the user-space stamp, counted apart (llmload/stamps.py).
 
 Read timeouts: a socket timeout makes gevent create and cancel a timer for every
 ``recv`` (~18% of the client's CPU at 150 streams, and a fatter p99). Instead the
@@ -63,6 +65,34 @@ _MAX_DELAY_S = 60.0
 # nothing for that reason, and its extra syscalls made the client fall further behind (ITL error
 # p99 at 8,000 chunks/s with both cores busy: 0.05 ms reading whole, 22 ms splitting). Such
 # reads are counted instead (coalesced_reads) and flag the ITL (llmload/client_health.py).
+
+
+class _StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships no types
+    """A connection whose every ``recv`` is a ``recvmsg`` that asks for the kernel's receive stamp.
+
+    After each read, ``read_at`` is when it returned (the client's monotonic clock), ``stamp`` when
+    its (last) segment arrived on that clock, and ``delay`` the difference: the client delay, or
+    None when the kernel gave no stamp (or one past ``_MAX_DELAY_S``) and ``stamp`` is ``read_at``.
+    """
+
+    read_at = 0.0
+    stamp = 0.0
+    delay: float | None = None
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data: bytes
+        data, ancillary, _flags, _addr = self.recvmsg(bufsize, _ANCILLARY, flags)
+        wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
+        t = time.perf_counter()
+        self.read_at = self.stamp = t
+        self.delay = None
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+                sec, nsec = _TIMESPEC.unpack_from(payload)
+                delay = wall - (sec + nsec * 1e-9)  # both wall clock: the offset cancels
+                if 0.0 <= delay < _MAX_DELAY_S:
+                    self.stamp, self.delay = t - delay, delay
+        return data
 
 
 class _Watchdog:
@@ -113,7 +143,7 @@ class GeventResponse:
         self.last_read = time.perf_counter()
         self.timed_out = False
         # The last stamp given, and whether the kernel's: stamps never go back (a late user-space
-        # stamp for the bytes read with the headers, then an earlier kernel one, keeps the later).
+        # stamp, then an earlier kernel one, keeps the later).
         self._stamp = 0.0
         self._kernel_stamped = False
 
@@ -156,12 +186,11 @@ class GeventResponse:
         resp = self._resp
         clock = time.perf_counter
         buf = resp._body_buffer
-        if buf:  # read with the headers, inside geventhttpclient: no kernel stamp
+        if buf:  # read with the headers, inside geventhttpclient: that read's stamp
             data = bytes(buf)
             del buf[:]
-            self._stamps.user_reads += 1
-            self._stamp = clock()
-            yield self._stamp, data
+            sock = resp._sock  # None when the whole response came with the headers (released)
+            yield self._stamped(sock if isinstance(sock, _StampedSocket) else None, clock()), data
         if self.limit is not None:
             self.last_read = clock()
             _WATCHDOG.add(self)
@@ -173,26 +202,20 @@ class GeventResponse:
     def _read(
         self, resp: HTTPSocketPoolResponse, buf: bytearray, clock: Any
     ) -> Iterator[tuple[float, bytes]]:
-        stamps = self._stamps
-        kernel = stamps.source == "kernel"
-        ancillary: list[tuple[int, int, bytes]] = []
         while not resp.message_complete:
             sock = resp._sock
             if sock is None:
                 return
             try:
-                if kernel:
-                    data, ancillary, _flags, _addr = sock.recvmsg(self._block, _ANCILLARY)
-                else:
-                    data = sock.recv(self._block)
+                data = sock.recv(self._block)
             except _TIMEOUTS as e:
                 raise TimedOut(self._silence()) from e
             except OSError as e:
                 if self.timed_out:
                     raise TimedOut(self._silence()) from e
                 raise ConnectFailed(str(e)) from e
-            wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
-            t = clock()
+            stamped = sock if isinstance(sock, _StampedSocket) else None
+            t = stamped.read_at if stamped is not None else clock()
             self.last_read = t
             if self.timed_out:
                 raise TimedOut(self._silence())
@@ -209,21 +232,7 @@ class GeventResponse:
                 if not resp.message_complete:
                     raise ConnectFailed("connection closed by the server before the body ended")
                 return
-            stamp, by_kernel = t, False
-            for level, kind, payload in ancillary:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
-                    sec, nsec = _TIMESPEC.unpack_from(payload)
-                    delay = wall - (sec + nsec * 1e-9)  # both wall clock: the offset cancels
-                    if 0.0 <= delay < _MAX_DELAY_S:
-                        stamp, by_kernel = t - delay, True
-                        stamps.delay.record(delay)
-            if by_kernel:
-                stamps.kernel_reads += 1
-            else:
-                stamps.user_reads += 1
-            if stamp < self._stamp:  # never before a stamp already given (it was a late one)
-                stamp = self._stamp
-            self._stamp, self._kernel_stamped = stamp, by_kernel
+            stamp = self._stamped(stamped, t)
             try:
                 resp.feed(data)
             except HTTPParseError as e:
@@ -232,6 +241,22 @@ class GeventResponse:
                 out = bytes(buf)
                 del buf[:]
                 yield stamp, out
+
+    def _stamped(self, sock: _StampedSocket | None, t: float) -> float:
+        """The stamp of the read just made (the kernel's where ``sock`` has one, else ``t``), counted
+        by source; never before a stamp already given (that one was late)."""
+        stamps = self._stamps
+        if sock is not None and sock.delay is not None and stamps.source == "kernel":
+            stamp, by_kernel = sock.stamp, True
+            stamps.kernel_reads += 1
+            stamps.delay.record(sock.delay)
+        else:
+            stamp, by_kernel = t, False
+            stamps.user_reads += 1
+        if stamp < self._stamp:
+            stamp = self._stamp
+        self._stamp, self._kernel_stamped = stamp, by_kernel
+        return stamp
 
     def read_body(self, limit: int = 65536) -> bytes:
         out = bytearray()
@@ -284,6 +309,10 @@ class GeventTransport:
             network_timeout=None,  # reads block; the watchdog enforces read_timeout_s (module docstring)
             headers={},
         )
+        if self.stamps.source == "kernel":
+            # ConnectionPool's socket factory is its override point; HTTPClient builds the pool
+            # itself, so this pool's factory is replaced (before any connection is made).
+            setattr(self.client._connection_pool, "_create_tcp_socket", self._new_socket)  # noqa: B010
         self.read_timeout = read_timeout_s
         # headers and the first token (prefill); read_timeout_s when not given
         self.first_byte_timeout = first_byte_timeout_s if first_byte_timeout_s is not None else read_timeout_s
@@ -307,19 +336,17 @@ class GeventTransport:
         finally:
             if timer is not None:
                 timer.close()
-        if self.stamps.source == "kernel":
-            self._stamp_socket(resp._sock)
         return GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps)
 
-    def _stamp_socket(self, sock: Any) -> None:
-        """Ask the kernel for receive stamps on this connection (one setsockopt per response: a
-        pooled connection may be new). A socket that refuses turns the target to user stamps."""
-        if sock is None:
-            return
+    def _new_socket(self, family: int, socktype: int, protocol: int) -> _StampedSocket:
+        """A new connection of a kernel-stamped target: it asks the kernel for receive stamps. A
+        socket that refuses turns the target's stamps to user space (its reads then carry none)."""
+        sock = _StampedSocket(family, socktype, protocol)
         try:
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         except OSError:
             self.stamps.source, self.stamps.refused = "user", True
+        return sock
 
     def close(self) -> None:
         self.client.close()

@@ -14,7 +14,8 @@ The request body's ``llmload_test`` object chooses the behaviour:
   (first at ``first_ms`` after the request arrived, then every ``interval_ms``).
   Each chunk carries ``x_ts`` (the server's CLOCK_MONOTONIC at the write) and
   ``x_t0`` (when the request arrived), so a test can compare what the client
-  measured with what the server actually did.
+  measured with what the server actually did. ``"with_headers": true`` holds the response
+  headers and the role chunk back and sends them in one write with the first content chunk.
 - ``{"mode": "raw", "status": 200, "frames": [[delay_ms, "text"], ...], "cut": false}``:
   writes each frame verbatim as one chunk after its delay; ``cut`` closes the
   socket without ending the chunked body (a cut stream). A status other than 200 answers
@@ -56,6 +57,7 @@ import time
 MONO = time.CLOCK_MONOTONIC
 STALL_FIRST: dict[str, float] = {}
 CYCLES: dict[str, dict[str, object]] = {}  # cycle key -> {"received": n, "by_spec": [n, ...]}
+STREAM_HEAD = b"HTTP/1.1 %d X\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 REQUESTS: dict[str, dict[str, float]] = {}  # X-Request-Id -> {"arrived": t, "first_sent": t} (timed mode)
 
 
@@ -144,9 +146,7 @@ class Conn(asyncio.Protocol):
         )
 
     def start_stream(self, status: int = 200) -> None:
-        self.write(
-            b"HTTP/1.1 %d X\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" % status
-        )
+        self.write(STREAM_HEAD % status)
 
     def handle(self, method: str, path: str, body: bytes) -> None:
         t0 = now()
@@ -248,8 +248,11 @@ class Conn(asyncio.Protocol):
         first = float(spec.get("first_ms", 20)) / 1000.0
         step = float(spec.get("interval_ms", 20)) / 1000.0
         k = int(spec.get("tokens_per_chunk", 1))
-        self.start_stream()
-        self.write(chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'))
+        role = chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n')
+        held = bool(spec.get("with_headers"))
+        if not held:
+            self.start_stream()
+            self.write(role)
         rid = self.req_headers.get("x-request-id")
         log = REQUESTS.setdefault(rid, {"arrived": t0}) if rid else None
 
@@ -265,7 +268,11 @@ class Conn(asyncio.Protocol):
             if i == 0 and log is not None:
                 log["first_sent"] = ev["x_ts"]  # type: ignore[assignment]
                 log["first_sent_wall"] = time.time()
-            self.write(chunk(b"data: " + json.dumps(ev).encode() + b"\n\n"))
+            data = chunk(b"data: " + json.dumps(ev).encode() + b"\n\n")
+            if held and i == 0:
+                self.write(STREAM_HEAD % 200 + role + data)
+            else:
+                self.write(data)
             if i == n - 1:
                 usage = {"prompt_tokens": 10, "completion_tokens": n * k, "total_tokens": 10 + n * k}
                 tail = (

@@ -36,11 +36,13 @@ BLOCK_S = 0.3  # the event loop is blocked this long, from 10 ms after the send
 FIRST_MS = 40  # the first token is written while the loop is blocked (a server late by 270 ms is not)
 
 
-def first_chunk_error_ms(base_url: str, *, kernel: bool) -> tuple[float, ReadStamps]:
+def first_chunk_error_ms(
+    base_url: str, *, kernel: bool, with_headers: bool = False
+) -> tuple[float, ReadStamps]:
     """Client stamp minus server send time of the first content chunk, with the loop blocked."""
     stamps = ReadStamps()
     tr = GeventTransport(base_url, stamps=stamps, kernel_stamps=kernel)
-    spec = {"mode": "timed", "n": 2, "first_ms": FIRST_MS, "interval_ms": 600}
+    spec = {"mode": "timed", "n": 2, "first_ms": FIRST_MS, "interval_ms": 600, "with_headers": with_headers}
     req = build_request(api="chat", model="m", prompt="hi", max_tokens=4, extra_body={"llmload_test": spec})
     blocking_sleep = gevent.monkey.get_original("time", "sleep")
 
@@ -48,8 +50,8 @@ def first_chunk_error_ms(base_url: str, *, kernel: bool) -> tuple[float, ReadSta
         gevent.sleep(0.01)
         blocking_sleep(BLOCK_S)  # no switch: every greenlet, the reader included, waits
 
-    resp = tr.send(req.method, req.path, req.headers, req.body)
     blocker = gevent.spawn(block_the_loop)
+    resp = tr.send(req.method, req.path, req.headers, req.body)
     found = None
     try:
         for t, data in resp.blocks():
@@ -87,6 +89,27 @@ def test_kernel_stamps_see_through_a_blocked_event_loop(sse_server: str) -> None
     assert min(abs(e) for e in kernel) <= 1.0, kernel
     assert statistics.median(kernel) <= 0.1 * statistics.median(user), (kernel, user)
     assert max(abs(e) for e in kernel) < min(user), (kernel, user)
+
+
+def test_a_first_token_sent_with_the_headers_keeps_its_kernel_stamp(sse_server: str) -> None:
+    """The server holds its headers back and writes them with the first token, while the client's
+    loop is blocked: geventhttpclient reads them, and the token still gets the kernel's stamp."""
+    errors = []
+    for _ in range(3):
+        err, st = first_chunk_error_ms(sse_server, kernel=True, with_headers=True)
+        errors.append(err)
+        assert st.user_reads == 0 and st.kernel_reads >= 1, st
+        assert st.delay.summary_ms()["max"] >= 0.5 * (BLOCK_S * 1000 + 10 - FIRST_MS)
+    assert min(abs(e) for e in errors) <= 1.0, errors
+    # Through the stream client: the first token's read is counted as kernel-stamped
+    stamps = ReadStamps()
+    tr = GeventTransport(sse_server, stamps=stamps)
+    spec = {"mode": "timed", "n": 3, "first_ms": 5, "interval_ms": 5, "with_headers": True}
+    req = build_request(api="chat", model="m", prompt="hi", max_tokens=3, extra_body={"llmload_test": spec})
+    rec = stream_request(tr, req, RequestRecord(target="t"))
+    tr.close()
+    assert rec.status == "ok" and rec.output_tokens == 3
+    assert (stamps.first_tokens, stamps.user_first_tokens, stamps.user_reads) == (1, 0, 0)
 
 
 def test_a_read_that_brings_several_chunks_is_counted(sse_server: str) -> None:
