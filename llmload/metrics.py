@@ -49,12 +49,12 @@ def percentile(values: Iterable[float], p: float) -> float | None:
 
 
 # Pages of 2,048 us. A dict entry (table slot and the key's int) costs 62-69 bytes here (tracemalloc,
-# 1,000 to 40,000 keys) and a dense page 16 KB (2,048 8-byte counts), so a page turns dense at 256
-# distinct values, where both cost about the same.
+# 1,000 to 40,000 keys) and a dense page 8 KB (2,048 4-byte counts), so a page turns dense at 128
+# distinct values, where both cost about the same. A count past 2**32 - 1 widens its page to 8 bytes.
 PAGE_BITS = 11
 PAGE_US = 1 << PAGE_BITS
 PAGE_MASK = PAGE_US - 1
-DENSE_AT = 256
+DENSE_AT = 128
 
 LATENCY_METRICS: tuple[str, ...] = (
     "ttft",
@@ -73,7 +73,7 @@ class Histogram:
 
     Values live in pages of ``PAGE_US`` microseconds. A page starts sparse (its values and counts in
     one dict shared by all sparse pages); at ``DENSE_AT`` distinct values it becomes an array of
-    ``PAGE_US`` counts and never grows again. So a histogram costs at most about 16 KB per 2 ms of
+    ``PAGE_US`` counts and never grows again. So a histogram costs at most about 8 KB per 2 ms of
     the range its values spread over, however many it has seen, and stays exact.
     """
 
@@ -81,7 +81,7 @@ class Histogram:
 
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}  # the sparse pages' values: us -> count
-        self._pages: dict[int, array[int]] = {}  # the dense pages: page -> counts by offset
+        self._pages: dict[int, array[int]] = {}  # the dense pages: page -> counts by offset (I, or q)
         self._page_keys: dict[int, int] = {}  # sparse page -> its distinct values so far
         self.count = 0
         self.total_us = 0
@@ -95,7 +95,11 @@ class Histogram:
     def _add(self, us: int, n: int) -> None:
         page = self._pages.get(us >> PAGE_BITS)
         if page is not None:
-            page[us & PAGE_MASK] += n
+            try:
+                page[us & PAGE_MASK] += n
+            except OverflowError:  # a count past 2**32 - 1: this page's counts take 8 bytes
+                page = self._pages[us >> PAGE_BITS] = array("q", page)
+                page[us & PAGE_MASK] += n
         else:
             c = self._counts
             old = c.get(us)
@@ -118,7 +122,7 @@ class Histogram:
     def _densify(self, p: int) -> None:
         """Move page ``p``'s values out of the sparse map into an array of its own."""
         c, base = self._counts, p << PAGE_BITS
-        page = array("q", bytes(8 * PAGE_US))
+        page = array("I", bytes(4 * PAGE_US))
         for off in range(PAGE_US):
             v = c.pop(base + off, None)
             if v is not None:

@@ -91,6 +91,17 @@ def test_dense_pages_stay_exact_and_bound_memory() -> None:
     assert grown < 50_000, f"a full histogram grew by {grown} bytes"
 
 
+def test_a_dense_page_widens_its_counts_past_32_bits() -> None:
+    h = Histogram()
+    for us in range(1000, 1300):  # 300 distinct values in one 2 ms page: dense
+        h.record(us / 1e6)
+    assert h._pages
+    h.record(0.0012, n=2**32 - 1)
+    h.record(0.0012, n=5)
+    assert dict(h.items())[1200] == 2**32 + 5 and h.count == 300 + 2**32 + 4
+    assert Histogram.from_wire(h.to_wire()).to_dict() == h.to_dict()
+
+
 def test_empty_histogram_reports_nulls() -> None:
     s = Histogram().summary_ms()
     assert s["count"] == 0 and s["p99"] is None and s["mean"] is None
