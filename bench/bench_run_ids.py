@@ -75,7 +75,8 @@ def one_run(url: str, streams: int, seconds: float, stamps: str, tmp: Path, tag:
             errs.append(line["ttft_ms"] - (entry["first_sent"] - entry["arrived"]) * 1000.0)
             first.append((line["start_time"] + line["ttft_ms"] / 1000.0 - entry["first_sent_wall"]) * 1000.0)
     client = summary["run"]["client"]
-    delay = client["timestamps"]["b"]["client_delay_ms"]
+    ts = client["timestamps"]["b"]
+    delay = ts["client_delay_ms"]
     return {
         "stamps": client["timestamps"]["b"]["source"],
         "streams": streams,
@@ -89,6 +90,10 @@ def one_run(url: str, streams: int, seconds: float, stamps: str, tmp: Path, tag:
         "ttft_err_max_ms": round(max(errs), 3) if errs else None,
         "loop_lag_p99_ms": client["loop_lag_ms"]["p99"],
         "client_delay_p99_ms": delay["p99"],
+        "first_tokens": ts["first_tokens"],
+        "user_first_tokens": ts["user_first_tokens"],
+        "coalesced_first_tokens": ts["coalesced_first_tokens"],
+        "flags": [f["metric"] for f in client.get("flags", [])],
         "status": summary["run"]["status"],
     }
 

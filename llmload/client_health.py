@@ -11,11 +11,14 @@ Two ways a busy client distorts a figure:
   read still loses is the gaps between the chunks it brought at once (one stamp for all). There,
   loop lag and CPU are diagnostics (``notes``), and a figure is flagged (``flags``) when the part
   the stamps cannot correct may reach it: ITL when more than ``COALESCED_FLAG`` of the target's
-  kernel-stamped reads brought several token chunks; TTFT when more than ``USER_FIRST_TOKENS_FLAG``
-  of its first tokens were stamped in user space (a whole response read with its headers, its
-  connection already back in the pool; a socket that gave no stamp) while the client read late
-  (its kernel-measured client delay p99 above ``LATE_READ_MS``, or the loop lag over its threshold).
-  First tokens that merely came with the headers keep their kernel stamp (llmload/transport.py).
+  kernel-stamped reads brought several token chunks; TTFT when the client read late (its
+  kernel-measured client delay p99 above ``LATE_READ_MS``, or the loop lag over its threshold) and
+  more than ``USER_FIRST_TOKENS_FLAG`` of its first tokens were stamped in user space (a whole
+  response read with its headers, its connection already back in the pool; a socket that gave no
+  stamp), or more than ``COALESCED_FLAG`` came in one read with later tokens (the kernel merged
+  them, so the stamp is the later arrival's: late by up to a gap). A client that read on time was
+  not late by more than its delay, whoever merged them. First tokens that merely came with the
+  headers keep their kernel stamp (llmload/transport.py).
 
 A target with no reads at all (never reached, every request refused) is judged on nothing. A
 flag names the figure and why; it does not change the exit code. docs/results.md has the keys.
@@ -91,11 +94,19 @@ def client_health(
             flags.append(FigureFlag(target=t, metric="itl", why=why))
         delay = s.delay.summary_ms().get("p99")
         late = lagging or (delay is not None and delay > LATE_READ_MS)
-        if late and s.user_first_tokens > USER_FIRST_TOKENS_FLAG * s.first_tokens:
-            why = (
-                f"{s.user_first_tokens} of {s.first_tokens} first tokens were stamped in user space "
-                f"while the client read late (client delay p99 {delay or 0:.1f} ms, "
-                f"loop lag p99 {p99 or 0:.1f} ms)"
+        reasons = []
+        if s.user_first_tokens > USER_FIRST_TOKENS_FLAG * s.first_tokens:
+            reasons.append(
+                f"{s.user_first_tokens} of {s.first_tokens} first tokens were stamped in user space"
+            )
+        if s.coalesced_first_tokens > COALESCED_FLAG * s.first_tokens:
+            reasons.append(
+                f"{s.coalesced_first_tokens} of {s.first_tokens} first tokens came in one read with later "
+                "ones (stamped at the last one's arrival)"
+            )
+        if late and reasons:
+            why = "; ".join(reasons) + (
+                f" while the client read late (client delay p99 {delay or 0:.1f} ms, loop lag p99 {p99 or 0:.1f} ms)"
             )
             flags.append(FigureFlag(target=t, metric="ttft", why=why))
     if selftest is not None and selftest.warning:

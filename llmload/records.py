@@ -57,6 +57,7 @@ class RequestRecord:
     chunks: int = 0  # token-bearing chunks
     empty_chunks: int = 0  # of which carried empty text (a token decoding to "": still a token)
     coalesced_reads: int = 0  # reads that brought several token-bearing chunks (llmload/stamps.py)
+    first_coalesced: bool = False  # the first token came in one of those reads (TTFT may be late by a gap)
     finish_reason: str | None = None
     error: str | None = None  # short, secret-free description of the failure
     retry_after_s: float | None = None  # the server's Retry-After on an HTTP error (429, 503)

@@ -146,6 +146,7 @@ class ReadTimestamps(_Model):
     coalesced_reads: int
     first_tokens: int = 0
     user_first_tokens: int = 0  # first tokens whose read had no kernel stamp (user-space stamp)
+    coalesced_first_tokens: int = 0  # first tokens whose read brought later tokens too (one stamp)
     client_delay_ms: ClientDelay
 
 

@@ -79,6 +79,7 @@ class Collector:
             st.add(rec)
             self._interval[t].add(rec)
             self.stamps[t].coalesced_reads += rec.coalesced_reads
+            self.stamps[t].coalesced_first_tokens += rec.first_coalesced
             self._lines.append(rec.to_json())
         for fn in self.listeners:
             fn(rec)

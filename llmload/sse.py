@@ -40,6 +40,7 @@ class StreamState:
     prompt_tokens: int | None = None
     empty_chunks: int = 0  # token-bearing chunks whose text was empty
     coalesced_reads: int = 0  # reads that brought more than one token-bearing chunk (llmload/stamps.py)
+    first_coalesced: bool = False  # the first token's read brought later ones too: its stamp is theirs
     last_chunk_empty_finish: bool = False  # the last token chunk had no text and a finish_reason
     texts: list[str] | None = None  # generated text, kept only when a tokenizer counts the output
     _prev_completion: int = 0
@@ -66,6 +67,8 @@ class StreamState:
             self.feed_line(t, line)
         if self.text_chunks - before > 1:
             self.coalesced_reads += 1
+            if before == 0:
+                self.first_coalesced = True
 
     def discard_partial(self) -> None:
         self._partial = b""
@@ -190,6 +193,7 @@ class StreamState:
         rec.chunks = self.text_chunks
         rec.empty_chunks = self.empty_chunks
         rec.coalesced_reads = self.coalesced_reads
+        rec.first_coalesced = self.first_coalesced
         rec.finish_reason = self.finish_reason
         rec.prompt_tokens = self.prompt_tokens
         if self.completion_tokens is not None:

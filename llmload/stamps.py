@@ -34,6 +34,7 @@ class ReadStamps:
     coalesced_reads: int = 0  # reads that brought more than one token-bearing chunk (one stamp for all)
     first_tokens: int = 0  # requests whose first token came (each one's TTFT rests on one read's stamp)
     user_first_tokens: int = 0  # of which that read was stamped in user space (no kernel stamp for it)
+    coalesced_first_tokens: int = 0  # of which that read brought later tokens too (one stamp for all)
     delay: Histogram = field(default_factory=Histogram)
     refused: bool = False  # a socket refused SO_TIMESTAMPNS: this process stays on user-space stamps
     sources: set[str] = field(default_factory=set)  # merged: every process's source
@@ -46,6 +47,7 @@ class ReadStamps:
             "coalesced_reads": self.coalesced_reads,
             "first_tokens": self.first_tokens,
             "user_first_tokens": self.user_first_tokens,
+            "coalesced_first_tokens": self.coalesced_first_tokens,
         }
 
     def to_wire(self) -> dict[str, Any]:
@@ -60,6 +62,7 @@ class ReadStamps:
         self.coalesced_reads += int(d.get("coalesced_reads", 0))
         self.first_tokens += int(d.get("first_tokens", 0))
         self.user_first_tokens += int(d.get("user_first_tokens", 0))
+        self.coalesced_first_tokens += int(d.get("coalesced_first_tokens", 0))
         self.delay.merge(Histogram.from_wire(d["delay"]))
 
     def take(self) -> dict[str, Any]:
@@ -67,7 +70,7 @@ class ReadStamps:
         (the target's transports hold it)."""
         wire = self.to_wire()
         self.kernel_reads = self.user_reads = self.coalesced_reads = 0
-        self.first_tokens = self.user_first_tokens = 0
+        self.first_tokens = self.user_first_tokens = self.coalesced_first_tokens = 0
         self.delay = Histogram()
         return wire
 

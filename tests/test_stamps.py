@@ -137,10 +137,21 @@ def test_a_read_that_brings_several_chunks_is_counted(sse_server: str) -> None:
         extra_body={"llmload_test": {"mode": "raw", "frames": frames}},
     )
     rec = stream_request(tr, req, RequestRecord(target="t"))
-    tr.close()
     assert rec.status == "ok" and rec.chunks == 5
     assert rec.coalesced_reads >= 1  # b, c, d (a busy host may join more to them)
     assert stamps.user_reads >= 1 and stamps.kernel_reads == 0
+    # the first token written with the next one: its read is coalesced, and its TTFT is theirs
+    frames[:2] = [[5, chunk("a") + chunk("b")], [20, chunk("c")]]
+    req = build_request(
+        api="chat",
+        model="m",
+        prompt="hi",
+        max_tokens=8,
+        extra_body={"llmload_test": {"mode": "raw", "frames": frames}},
+    )
+    first = stream_request(tr, req, RequestRecord(target="t"))
+    tr.close()
+    assert first.status == "ok" and first.first_coalesced and first.coalesced_reads >= 1
 
 
 def test_a_tls_target_keeps_user_space_stamps_and_says_so(tmp_path: Path) -> None:
@@ -177,7 +188,13 @@ def test_a_tls_target_keeps_user_space_stamps_and_says_so(tmp_path: Path) -> Non
 
 
 def _stamps(
-    source: str, kernel: int, user: int, coalesced: int, firsts: int = 100, user_firsts: int = 0
+    source: str,
+    kernel: int,
+    user: int,
+    coalesced: int,
+    firsts: int = 100,
+    user_firsts: int = 0,
+    coalesced_firsts: int = 0,
 ) -> ReadStamps:
     s = ReadStamps(
         source=source,  # type: ignore[arg-type]
@@ -186,6 +203,7 @@ def _stamps(
         coalesced_reads=coalesced,
         first_tokens=firsts,
         user_first_tokens=user_firsts,
+        coalesced_first_tokens=coalesced_firsts,
     )
     for _ in range(kernel):
         s.delay.record(0.0002)
@@ -213,6 +231,18 @@ def test_a_lagging_client_invalidates_only_figures_read_with_user_space_stamps()
     # header reads that did not bring the first token (a role chunk) flag nothing
     h = client_health(client, lag, [50.0], {"a": _stamps("kernel", 1000, 100, 0, user_firsts=0)})
     assert h.flags == [] and not h.unreliable
+    # first tokens read together with later ones while the loop lagged: TTFT flagged, with both reasons
+    h = client_health(
+        client, lag, [50.0], {"a": _stamps("kernel", 1000, 0, 5, user_firsts=30, coalesced_firsts=5)}
+    )
+    assert [(f.target, f.metric) for f in h.flags] == [("a", "ttft")]
+    assert "30 of 100 first tokens were stamped in user space" in h.flags[0].why
+    assert "5 of 100 first tokens came in one read with later ones" in h.flags[0].why
+    # ... but not when the client read on time (then whoever merged them, the stamp is not late)
+    on_time = Histogram()
+    on_time.record(0.001)
+    h = client_health(client, on_time, [50.0], {"a": _stamps("kernel", 1000, 0, 5, coalesced_firsts=5)})
+    assert h.flags == []
     # no loop lag over its threshold, but the kernel saw the client read 2 ms late: flagged too
     quiet_loop = Histogram()
     quiet_loop.record(0.001)

@@ -49,7 +49,16 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 # The read stamps of each target (summary run.client.timestamps, llmload/stamps.py)
-TIMESTAMP_HEADERS = ["target", "stamps", "client delay p50 ms", "p99 ms", "max ms", "reads", "coalesced"]
+TIMESTAMP_HEADERS = [
+    "target",
+    "stamps",
+    "client delay p50 ms",
+    "p99 ms",
+    "max ms",
+    "reads",
+    "coalesced",
+    "first tokens coalesced",
+]
 
 
 @dataclass
@@ -119,6 +128,7 @@ class Report:
                     fmt(d.max),
                     str(ts.kernel_reads + ts.user_reads),
                     str(ts.coalesced_reads),
+                    f"{ts.coalesced_first_tokens} of {ts.first_tokens}",
                 ]
             )
         return rows
