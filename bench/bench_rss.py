@@ -24,14 +24,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 from llmload import selftest_server
+from llmload.metrics import Histogram
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -90,6 +94,45 @@ def growth(samples: list[tuple[float, float]], warmup_s: float) -> dict[str, flo
     }
 
 
+def store_memory(samples: int) -> None:
+    """The histogram store on its own, against the dict it replaced (the baseline, in this run):
+    bytes held (tracemalloc) after a growing number of values from a wide TTFT-like spread
+    (lognormal, median 300 ms: 50 ms to 2 s) and a narrow ITL-like one (20 ms +- 4 ms)."""
+    rng = random.Random(1)
+    spreads = {
+        "wide (TTFT-like)": lambda: rng.lognormvariate(-1.2, 0.8),
+        "narrow (ITL-like)": lambda: abs(rng.gauss(0.020, 0.004)),
+    }
+
+    def held(build: Callable[[list[float]], object], vals: list[float]) -> float:
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            _kept = build(vals)  # alive while measured
+            return (tracemalloc.get_traced_memory()[0] - before) / 1e6
+        finally:
+            tracemalloc.stop()
+
+    def as_dict(vals: list[float]) -> dict[int, int]:
+        c: dict[int, int] = {}
+        for v in vals:
+            us = int(v * 1e6 + 0.5)
+            c[us] = c.get(us, 0) + 1
+        return c
+
+    def as_histogram(vals: list[float]) -> Histogram:
+        h = Histogram()
+        for v in vals:
+            h.record(v)
+        return h
+
+    for label, draw in spreads.items():
+        vals = [draw() for _ in range(samples)]
+        for n in (samples // 8, samples // 2, samples):
+            d, h = held(as_dict, vals[:n]), held(as_histogram, vals[:n])
+            print(f"store, {label}, {n:,} values: dict {d:.2f} MB, pages {h:.2f} MB ({h / d:.2f}x the dict)")
+
+
 def scenario(url: str, users: int, tokens: int, seconds: float) -> str:
     return f"""\
 name: rss
@@ -108,7 +151,12 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=100, help="chunks per request")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--keep", action="store_true", help="keep the results directory (else removed)")
+    ap.add_argument("--store-values", type=int, default=1_000_000, help="values for the store comparison")
+    ap.add_argument("--store-only", action="store_true", help="only the histogram store comparison")
     a = ap.parse_args()
+    store_memory(a.store_values)
+    if a.store_only:
+        return 0
     seconds = a.minutes * 60
     users = max(1, round(a.rate * a.interval_ms / 1000))
     warmup = max(20.0, seconds / 5)
