@@ -93,6 +93,8 @@ class Histogram:
         self._add(us if us > 0 else 0, n)
 
     def _add(self, us: int, n: int) -> None:
+        if n <= 0:  # nothing to hold (a key with no count would show in one store and not the other)
+            return
         page = self._pages.get(us >> PAGE_BITS)
         if page is not None:
             try:
@@ -122,11 +124,11 @@ class Histogram:
     def _densify(self, p: int) -> None:
         """Move page ``p``'s values out of the sparse map into an array of its own."""
         c, base = self._counts, p << PAGE_BITS
-        page = array("I", bytes(4 * PAGE_US))
-        for off in range(PAGE_US):
-            v = c.pop(base + off, None)
-            if v is not None:
-                page[off] = v
+        held = {off: c.pop(base + off) for off in range(PAGE_US) if base + off in c}
+        wide = max(held.values(), default=0) > 0xFFFFFFFF  # a count past 32 bits already
+        page = array("q" if wide else "I", [0]) * PAGE_US
+        for off, v in held.items():
+            page[off] = v
         self._pages[p] = page
         del self._page_keys[p]
 

@@ -190,7 +190,8 @@ class GeventResponse:
             data = bytes(buf)
             del buf[:]
             sock = resp._sock  # None when the whole response came with the headers (released)
-            yield self._stamped(sock if isinstance(sock, _StampedSocket) else None, clock()), data
+            stamped = sock if isinstance(sock, _StampedSocket) else None
+            yield self._stamped(stamped, stamped.read_at if stamped is not None else clock()), data
         if self.limit is not None:
             self.last_read = clock()
             _WATCHDOG.add(self)
@@ -311,7 +312,8 @@ class GeventTransport:
         )
         if self.stamps.source == "kernel":
             # ConnectionPool's socket factory is its override point; HTTPClient builds the pool
-            # itself, so this pool's factory is replaced (before any connection is made).
+            # itself, so this pool's factory is replaced. A client passed in must be fresh: the
+            # connections it already holds would keep user-space stamps.
             setattr(self.client._connection_pool, "_create_tcp_socket", self._new_socket)  # noqa: B010
         self.read_timeout = read_timeout_s
         # headers and the first token (prefill); read_timeout_s when not given

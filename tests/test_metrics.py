@@ -100,6 +100,13 @@ def test_a_dense_page_widens_its_counts_past_32_bits() -> None:
     h.record(0.0012, n=5)
     assert dict(h.items())[1200] == 2**32 + 5 and h.count == 300 + 2**32 + 4
     assert Histogram.from_wire(h.to_wire()).to_dict() == h.to_dict()
+    # a count past 32 bits already held when its page turns dense
+    h = Histogram()
+    h.record(0.001, n=2**32)
+    for us in range(1001, 1200):
+        h.record(us / 1e6)
+    assert h._pages and dict(h.items())[1000] == 2**32
+    assert Histogram.from_wire(h.to_wire()).to_dict() == h.to_dict()
 
 
 def test_empty_histogram_reports_nulls() -> None:
