@@ -217,7 +217,7 @@ class Histogram:
             return None
         if p <= 0:
             return self.min_us
-        return self._walk([rank(p, self.count)])[0]
+        return self._walk([min(rank(p, self.count), self.count)])[0]
 
     def count_over_ms(self, bound_ms: float) -> int:
         """How many samples are above ``bound_ms`` (as the report reads them: us / 1000)."""
