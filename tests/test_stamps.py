@@ -129,27 +129,21 @@ def test_a_read_that_brings_several_chunks_is_counted(sse_server: str) -> None:
     # Counted by the parser whatever stamps the reads (user-space ones here)
     stamps = ReadStamps()
     tr = GeventTransport(sse_server, stamps=stamps, kernel_stamps=False)
-    req = build_request(
-        api="chat",
-        model="m",
-        prompt="hi",
-        max_tokens=8,
-        extra_body={"llmload_test": {"mode": "raw", "frames": frames}},
-    )
-    rec = stream_request(tr, req, RequestRecord(target="t"))
+
+    def send(frames: list) -> RequestRecord:
+        spec = {"mode": "raw", "frames": frames}
+        req = build_request(
+            api="chat", model="m", prompt="hi", max_tokens=8, extra_body={"llmload_test": spec}
+        )
+        return stream_request(tr, req, RequestRecord(target="t"))
+
+    rec = send(frames)
     assert rec.status == "ok" and rec.chunks == 5
     assert rec.coalesced_reads >= 1  # b, c, d (a busy host may join more to them)
     assert stamps.user_reads >= 1 and stamps.kernel_reads == 0
     # the first token written with the next one: its read is coalesced, and its TTFT is theirs
     frames[:2] = [[5, chunk("a") + chunk("b")], [20, chunk("c")]]
-    req = build_request(
-        api="chat",
-        model="m",
-        prompt="hi",
-        max_tokens=8,
-        extra_body={"llmload_test": {"mode": "raw", "frames": frames}},
-    )
-    first = stream_request(tr, req, RequestRecord(target="t"))
+    first = send(frames)
     tr.close()
     assert first.status == "ok" and first.first_coalesced and first.coalesced_reads >= 1
 
