@@ -10,7 +10,7 @@ in MB per minute and the requests finished, so growth per request can be read of
 
     python bench/bench_rss.py [--minutes 10] [--rate 10000] [--workers 0] [--keep]
 
-Nothing per request should stay in memory beyond the exact histograms (llmload/metrics.py), whose
+Nothing per request should stay in memory beyond the exact histograms (llmload/histogram.py), whose
 memory is bounded by the range their values spread over: the bench prints each of the target's
 histograms' distinct keys against its samples (from summary.json). First, the histogram store on its
 own against the dict it replaced, on the same values (tracemalloc). Measured 2026-12-03, 10 minutes
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from llmload import selftest_server
-from llmload.metrics import Histogram
+from llmload.histogram import Histogram
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -26,7 +26,7 @@ flag names the figure and why; it does not change the exit code. docs/results.md
 
 from __future__ import annotations
 
-from llmload.metrics import Histogram
+from llmload.histogram import Histogram
 from llmload.results_model import (
     ClientHealth,
     CpuPercent,

@@ -23,7 +23,7 @@ arrives (``Collector.first_token``), so it shows from the first token on, long b
 request ends; ITL is known only when a request ends. Each is over every sample in the window that
 ends at the latest report that brought one: in steady load the last ``WINDOW_S`` seconds; when
 requests run longer than the window, or between waves, the figures keep their last values instead
-of blanking. Histograms merge exactly (metrics.py).
+of blanking. Histograms merge exactly (histogram.py).
 No Locust import.
 """
 
@@ -34,7 +34,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from llmload.metrics import Histogram, TargetStats
+from llmload.histogram import Histogram
+from llmload.metrics import TargetStats
 
 WINDOW_S = 10.0  # the sliding window of the live rate and the live percentiles
 

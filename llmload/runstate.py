@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from llmload.histogram import Histogram
 from llmload.livewindow import LiveWindow
-from llmload.metrics import Histogram, TargetStats
+from llmload.metrics import TargetStats
 from llmload.records import RequestRecord
 from llmload.stamps import ReadStamps
 from llmload.throughput import TokenWindows, Window, WindowKey, windows_from_wire

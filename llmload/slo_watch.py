@@ -1,7 +1,7 @@
 """A step's SLOs watched while it runs: a miss that the rest of its requests cannot undo.
 
 With at most ``N`` requests in a step, a 99th percentile over ``n <= N`` values is the value of
-nearest rank ``ceil(0.99 n)`` (llmload/metrics.py ``rank``), so it is above a bound as soon as more
+nearest rank ``ceil(0.99 n)`` (llmload/histogram.py ``rank``), so it is above a bound as soon as more
 than ``n - rank(99, n)`` values are; that allowance never shrinks as ``n`` grows, so ``N``'s
 allowance decides for every ``n`` the step can still end with. The same holds for the error rate:
 more than ``error_rate x N`` failures is a miss whatever the rest do. Nothing here guesses: a step
@@ -12,8 +12,9 @@ The TTFT and E2E histograms hold successful requests only, so a failure cannot h
 
 from __future__ import annotations
 
+from llmload.histogram import rank
 from llmload.load.plan import PlanStep, planned_requests
-from llmload.metrics import TargetStats, rank
+from llmload.metrics import TargetStats
 from llmload.slo_spec import SloSpec
 
 # SLO key -> (the histogram it bounds, its percentile)

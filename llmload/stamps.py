@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llmload.metrics import Histogram
+from llmload.histogram import Histogram
 
 StampSource = Literal["kernel", "user", "mixed"]  # mixed: the workers of a run stamped differently
 

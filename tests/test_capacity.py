@@ -17,8 +17,9 @@ import pytest
 from llmload.capacity.judge import quantile_bounds, wilson
 from llmload.capacity.outcome import CapacityResult
 from llmload.capacity.search import Outcome, estimate, next_probe
+from llmload.histogram import percentile
 from llmload.load.executors import Capacity
-from llmload.metrics import TargetStats, percentile
+from llmload.metrics import TargetStats
 from llmload.report.levels import level_rows
 from llmload.report.results import load_run
 from llmload.slo_spec import SloSpec

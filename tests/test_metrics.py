@@ -7,7 +7,8 @@ import random
 import tracemalloc
 from collections import Counter
 
-from llmload.metrics import Histogram, TargetStats, merge_wire
+from llmload.histogram import Histogram
+from llmload.metrics import TargetStats, merge_wire
 from llmload.records import RequestRecord
 from tests.oracles import nearest_rank
 

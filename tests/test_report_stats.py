@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.metrics import Histogram, nearest_rank
+from llmload.histogram import Histogram, nearest_rank
 from llmload.report.efficiency import efficiency
 from llmload.report.results import load_run
 from llmload.report.stats import ecdf, histogram_cdf, histogram_percentile

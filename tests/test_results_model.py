@@ -8,7 +8,7 @@ from typing import get_args
 
 import jsonschema
 
-from llmload.metrics import Histogram
+from llmload.histogram import Histogram
 from llmload.records import STATUS_CLASSES
 from llmload.results_model import (
     Latency,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmload.client_health import client_health
+from llmload.histogram import Histogram
 from llmload.load.executors import ConstantArrivalRate, ConstantVUs
 from llmload.load.plan import build_plan
-from llmload.metrics import Histogram
 from llmload.results_model import ClientHealth, SelfTest
 from llmload.scenario import parse_scenario
 from llmload.selftest import (

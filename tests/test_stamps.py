@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from llmload.client_health import client_health
-from llmload.metrics import Histogram
+from llmload.histogram import Histogram
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
 from llmload.scenario import Client

@@ -16,9 +16,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from llmload.histogram import percentile
 from llmload.livewindow import WINDOW_S
 from llmload.locust.livecharts import ChartSeries
-from llmload.metrics import percentile
 from llmload.records import FAILURE_CLASSES
 from llmload.results_model import Summary
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmload.metrics import nearest_rank
+from llmload.histogram import nearest_rank
 from llmload.report.bootstrap import diff_ci
 from llmload.report.compare import MetricDiff, compare_loaded
 from llmload.report.efficiency import Efficiency

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from llmload.metrics import nearest_rank, rank
+from llmload.histogram import nearest_rank, rank
 from llmload.results_model import HistogramSnapshot
 
 CDF_POINTS = 400  # evenly spaced ranks kept when a CDF is thinned for a chart
