@@ -80,8 +80,21 @@ class _StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ship
     delay: float | None = None
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        # Wait for the socket first, then read. gevent's recvmsg reads first and waits on EAGAIN,
+        # but a stream's next bytes are seldom there yet when it asks: each such read was a wasted
+        # syscall and a raised exception, ~20% of the client's CPU at 12,000 chunks/s (bench_stream).
+        raw = self._sock
         data: bytes
-        data, ancillary, _flags, _addr = self.recvmsg(bufsize, _ANCILLARY, flags)
+        if self.timeout != 0.0 and self._read_event is not None:  # None: closed, the read raises
+            self._wait(self._read_event)
+        while True:
+            try:
+                data, ancillary, _flags, _addr = raw.recvmsg(bufsize, _ANCILLARY, flags)
+                break
+            except BlockingIOError:
+                if self.timeout == 0.0:
+                    raise
+                self._wait(self._read_event)
         wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
         t = time.perf_counter()
         self.read_at = self.stamp = t
