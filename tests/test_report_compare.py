@@ -36,13 +36,21 @@ def test_ttft_shift_is_worse_and_unchanged_itl_is_not_significant(tmp_path: Path
     base, cand = _runs(tmp_path)
     cmp = compare_runs(base, cand, resamples=RESAMPLES)
     m = _by_metric(cmp)
-    assert set(m) == {"ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "e2e_p50", "e2e_p99", "output_tok_s"}
+    assert set(m) == {
+        "ttft_p50",
+        "ttft_p99",
+        "itl_mean_p50",
+        "itl_mean_p99",
+        "e2e_p50",
+        "e2e_p99",
+        "output_tok_s",
+    }
     for k in ("ttft_p50", "ttft_p99"):
         d = m[k]
         assert d.paired and d.verdict == WORSE
         assert d.diff_pct == pytest.approx(30.0, abs=0.5)  # nearest-rank quantiles of x*1.3 are 1.3*quantiles
         assert d.ci_low is not None and d.ci_low > 0
-    for k in ("itl_p50", "itl_p99"):
+    for k in ("itl_mean_p50", "itl_mean_p99"):
         assert m[k].verdict == SAME and m[k].diff == 0
     # E2E moved by the TTFT shift too, but by less than the 5% threshold: not significant
     e2e = m["e2e_p50"]
@@ -75,8 +83,10 @@ def test_unpaired_comparison_of_independent_draws(tmp_path: Path) -> None:
     m = _by_metric(cmp)
     assert not m["ttft_p50"].paired
     assert m["ttft_p50"].verdict == WORSE
-    assert m["itl_p50"].verdict == SAME
-    assert m["itl_p50"].ci_low is not None and m["itl_p50"].ci_low < 0 < (m["itl_p50"].ci_high or 0)
+    assert m["itl_mean_p50"].verdict == SAME
+    assert m["itl_mean_p50"].ci_low is not None and m["itl_mean_p50"].ci_low < 0 < (
+        m["itl_mean_p50"].ci_high or 0
+    )
 
 
 def test_compare_is_seeded(tmp_path: Path) -> None:
@@ -95,7 +105,7 @@ def test_compare_two_targets_of_one_run(tmp_path: Path) -> None:
         requests_per_target=N,
     )
     m = _by_metric(compare_targets(d, "vllm", "aphrodite", resamples=RESAMPLES))
-    assert m["itl_p50"].verdict == WORSE and m["itl_p50"].paired
+    assert m["itl_mean_p50"].verdict == WORSE and m["itl_mean_p50"].paired
     assert m["output_tok_s"].verdict == WORSE  # slower decoding, same users: fewer tokens per second
     assert m["ttft_p50"].verdict == SAME
 

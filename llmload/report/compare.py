@@ -4,7 +4,8 @@ Metrics: TTFT, ITL and E2E at p50 and p99, and output throughput.
 
 - Samples: successful requests inside each run's measurement window. ITL uses each request's
   mean gap (``itl_mean_ms``) as its sample: gaps within one request are not independent, so
-  resampling requests, not gaps, gives honest intervals.
+  resampling requests, not gaps, gives honest intervals. Its metrics say so (``itl_mean_p99``):
+  summary.json's ITL p99 is over every gap, a different figure.
 - Pairing: when both sides have unique request indexes (>= 0) and the indexes they share cover
   at least 95% of each side, the comparison is paired by index on the shared indexes (the same
   workload item on both sides); otherwise it is unpaired (pairing.py).
@@ -38,7 +39,7 @@ BETTER, WORSE, SAME, NA = "better", "worse", "no significant difference", "n/a"
 # (metric key, requests.jsonl field, label)
 LATENCIES: tuple[tuple[str, str, str], ...] = (
     ("ttft", "ttft_ms", "TTFT"),
-    ("itl", "itl_mean_ms", "ITL"),
+    ("itl_mean", "itl_mean_ms", "ITL, mean per request"),
     ("e2e", "e2e_ms", "E2E"),
 )
 QUANTILES: tuple[int, ...] = (50, 99)

@@ -142,7 +142,7 @@ def _from_diff(figure: str, d: MetricDiff, lower_is_better: bool, note: str = ""
 COMPARED: tuple[tuple[str, str], ...] = (
     ("ttft_p50", "TTFT p50"),
     ("ttft_p99", "TTFT p99"),
-    ("itl_p99", "ITL p99 (per-request mean gap)"),
+    ("itl_mean_p99", "ITL p99 (per-request mean gap)"),
     ("output_tok_s", "output tok/s"),
 )
 
@@ -151,7 +151,7 @@ def _point(run: RunData, target: str, metric: str) -> float | None:
     block = run.targets[target]
     if metric == "output_tok_s":
         return block.throughput.output_tok_s
-    if metric == "itl_p99":
+    if metric == "itl_mean_p99":
         gaps = sorted(r.itl_mean_ms for r in run.target_requests(target) if r.itl_mean_ms is not None)
         return nearest_rank(gaps, 99)
     ttft = latency(block, "ttft")
