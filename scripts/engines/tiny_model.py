@@ -6,7 +6,8 @@ No download: the tokenizer is trained on the licence texts every Debian machine 
 (/usr/share/common-licenses), the weights are random (seeded). 2,048 tokens, 4 layers, hidden 128,
 4 heads, 2 KV heads, 4,096 positions: vLLM's CPU build loads it in seconds. Random weights emit
 arbitrary bytes, so some tokens decode to "" (part of a UTF-8 character): exactly the case a load
-tester must count right (how many is chance; tests that need them sample a skipped special token). ``--gguf`` also writes the same weights as a float32 GGUF for llama.cpp.
+tester must count right (how many is chance; tests that need them sample a skipped special
+token). ``--gguf`` also writes the same weights as a float32 GGUF for llama.cpp.
 Run with the vLLM virtualenv's python (torch, transformers, tokenizers, safetensors, gguf).
 """
 
