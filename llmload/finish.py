@@ -1,139 +1,138 @@
-"""End of a run: judge it, write summary.json and the reports, choose the exit code.
+"""The end of a run judged: one pure function from what the run was, how it ended and what it
+measured, to summary.json's figures, its verdict and its exit code (llmload/exitcodes.py).
 
-Exit codes: 0 done (SLOs met), 1 an SLO was missed, 2 bad input or target not
-ready, 3 run invalid (client overloaded, no request succeeded, or a worker lost
-without --allow-worker-loss), 130 / 143 interrupted by SIGINT / SIGTERM (128 + the
-signal's number, as a shell reports it; the results are complete up to the stop).
+    summary, code = finalize(run, outcome, agg, observed, allow_worker_loss=False)
+
+SLOs are judged here, from the Summary itself (llmload/report/judge.py), so the verdict does not
+depend on whether the reports are written: an SLO missed with ``--no-reports`` exits 1 as it does
+with them. The caller writes summary.json and then the reports; a report that fails to render is
+said as such and exits 4 when the run was otherwise ok (``reports_failed``), never "ok".
+The capacity search judges each probe with the same function, through ``llmload run``.
 """
 
 from __future__ import annotations
 
-import logging
-import signal
-import sys
-from collections.abc import Callable
-from typing import Any
-
-import gevent
+from dataclasses import dataclass
 
 from llmload.client_health import client_health
-from llmload.concurrency import max_open_streams
-from llmload.results_model import RunBlock, Summary
-from llmload.sinks.results import read_telemetry
+from llmload.exitcodes import EXIT_INVALID, EXIT_OK, EXIT_REPORTS, EXIT_SLO, exit_code_for_signal
+from llmload.report.judge import missed_slos
+from llmload.resolved import ResolvedRun
+from llmload.results_model import ClientHealth, RunBlock, RunStatus, Summary, TelemetryInfo, TelemetryRow
+from llmload.run_outcome import RunOutcome
+from llmload.runstate import Aggregator
 from llmload.summary import build_summary
 
-log = logging.getLogger("llmload")
 
-EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_INVALID = 0, 1, 2, 3
-EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
+@dataclass(frozen=True)
+class Observed:
+    """What the process measured beside the records, read before the run is judged."""
 
-
-def exit_code_for_signal(name: str) -> int:
-    """130 for SIGINT, 143 for SIGTERM: 128 + the signal's number."""
-    return 128 + int(signal.Signals[name])
+    cpu_samples: list[float]  # the client's CPU at each interval (the max over workers)
+    telemetry: list[TelemetryRow]  # telemetry.jsonl (the scraper has stopped)
+    open_streams: dict[tuple[str, str, str], int] | None  # most streams open per (phase, level, target)
 
 
 def finalize(
-    conductor: Any,
-    *,
-    allow_worker_loss: bool,
-    write_reports: bool = True,
-    publish: Callable[[Summary], dict[str, Any] | None] | None = None,
+    run: ResolvedRun, outcome: RunOutcome, agg: Aggregator, observed: Observed, *, allow_worker_loss: bool
 ) -> tuple[Summary, int]:
-    """Judge the run and write summary.json (and the reports).
+    """summary.json's model with its verdict, and the exit code. Reads and writes nothing."""
+    sc = run.scenario
+    end = outcome.ended_at if outcome.ended_at is not None else outcome.started_at
+    health = client_health(sc.client, agg.loop_lag, observed.cpu_samples, agg.stamps, outcome.selftest)
+    status, code, reasons = _judge(run, outcome, agg, health, allow_worker_loss)
+    summary = build_summary(
+        scenario=sc,
+        agg=agg,
+        run_id=run.run_id,
+        started_at=outcome.started_at,
+        ended_at=end,
+        measure_start=(outcome.run_t0 or outcome.started_at) + sc.load.warmup,
+        measure_end=end,
+        mode=run.mode,
+        workers=sorted(agg.last_seen) or ["local"],
+        status=status,
+        reasons=reasons,
+        client=health,
+        extra_run={
+            "telemetry": TelemetryInfo(
+                scrape_interval_s=sc.client.scrape_interval,
+                scrapes=len({r.t for r in observed.telemetry}),  # the baseline and the final one included
+            ),
+            "lost_workers": list(outcome.lost_workers),
+            "stop_reason": outcome.stop_reason,
+            "results_dir": str(run.results_dir),
+            "influx": None,
+            "steps": list(outcome.steps),
+        },
+        telemetry=observed.telemetry,
+        open_streams=observed.open_streams,
+    )
+    missed = missed_slos(summary)
+    if code == EXIT_OK and missed:  # an interrupted or invalid run keeps its own code
+        code = EXIT_SLO
+    summary.run.verdict = verdict(summary.run, missed, code)
+    summary.run.exit_code = code
+    return summary, code
 
-    ``publish`` gets the summary before it is written (the InfluxDB sink writes its final figures,
-    then closes) and returns what summary.json records of it under ``run.influx``.
-    """
-    c = conductor
-    c.frozen = True  # the reports are written off the event loop, while worker reports may arrive
-    sc = c.sc
-    agg = c.agg
-    end = c.ended_at or __import__("time").time()
-    health = client_health(sc.client, agg.loop_lag, c.intervals.cpu_samples, agg.stamps, c.selftest)
-    reasons = list(c.reasons)
-    status = "ok"
+
+def _judge(
+    run: ResolvedRun, outcome: RunOutcome, agg: Aggregator, health: ClientHealth, allow_worker_loss: bool
+) -> tuple[RunStatus, int, list[str]]:
+    """The run's status, exit code and reasons, before its SLOs."""
+    reasons = list(outcome.reasons)
+    status: RunStatus = "ok"
     code = EXIT_OK
     window = agg.window(exclude_warmup=False)
     ok_total = sum(st.ok for st in window.values())
     sent_total = sum(st.requests for st in window.values())
+    lost = outcome.lost_workers
     if health.unreliable:
         reasons.extend(health.unreliable_reasons)
         status, code = "invalid", EXIT_INVALID
     if ok_total == 0:
         reasons.append(f"no request succeeded ({sent_total} sent)")
         status, code = "invalid", EXIT_INVALID
-    if c.lost_workers:
-        if status == "ok":
-            status = "degraded"
-        if not allow_worker_loss:
-            code = EXIT_INVALID
-    if c.quit_early:
+    if lost:
+        status = "degraded" if status == "ok" else status
+        code = code if allow_worker_loss else EXIT_INVALID
+    if outcome.quit_early:
         # Never ok: the plan did not run to its end and nothing the user set stopped it (Locust
         # stops a distributed test itself when its last worker goes missing: a partition).
-        reasons.append(
-            "the plan ended early: the test stopped before the plan's end"
-            + (f" ({len(c.lost_workers)} worker(s) lost)" if c.lost_workers else "")
-        )
+        more = f" ({len(lost)} worker(s) lost)" if lost else ""
+        reasons.append(f"the plan ended early: the test stopped before the plan's end{more}")
         if status == "ok":
-            status = "degraded" if c.lost_workers else "invalid"
+            status = "degraded" if lost else "invalid"
         code = EXIT_INVALID
     aborted = sum(st.by_class.get("aborted", 0) for st in window.values())
     if aborted:
         # No signal, no web UI Stop: stop_grace ran out, whether llmload's tick or Locust's own
         # stop_timeout (the same stop_grace) cut them first.
-        why = c.cut_why or f"stop grace of {sc.load.stop_grace:g} s ran out"
+        why = outcome.cut_why or f"stop grace of {run.scenario.load.stop_grace:g} s ran out"
         reasons.append(
             f"{aborted} in-flight stream(s) were cut: {why} (status aborted, partial figures kept in requests.jsonl)"
         )
-    if c.interrupted:
-        reasons.append(f"interrupted by {c.interrupted}: load stopped before the plan's end")
-        status, code = "interrupted", exit_code_for_signal(c.interrupted)
-    elif c.stop_reason and c.stop_reason != "plan complete":
-        reasons.append(f"stopped early: {c.stop_reason}")
-    telemetry = read_telemetry(c.results.dir / "telemetry.jsonl")
-    extra = {
-        "telemetry": {
-            "scrape_interval_s": sc.client.scrape_interval,
-            "scrapes": len({r.t for r in telemetry}),  # the baseline and the final one included
-        },
-        "lost_workers": c.lost_workers,
-        "stop_reason": c.stop_reason,
-        "results_dir": str(c.results.dir),
-        "influx": None,
-        "steps": c.level_meta,
-    }
-    c.results.flush()  # every request line on disk: the open streams per level are counted from them
-    summary = build_summary(
-        scenario=sc,
-        agg=agg,
-        run_id=c.run_id,
-        started_at=c.started_at,
-        ended_at=end,
-        measure_start=(c.run_t0 or c.started_at) + sc.load.warmup,
-        measure_end=end,
-        mode="distributed" if c.distributed else "local",
-        workers=sorted(agg.last_seen) or ["local"],
-        status=status,
-        reasons=reasons,
-        client=health,
-        extra_run=extra,
-        telemetry=telemetry,
-        open_streams=max_open_streams(c.results.dir / "requests.jsonl"),
-    )
-    if publish is not None:
-        summary.run.influx = publish(summary)
-    c.results.summary(summary)
-    c.results.flush()
-    missed: list[str] = []
-    if write_reports:
-        missed = _reports(c)
-        if code == EXIT_OK and missed:  # an interrupted or invalid run keeps its own code
-            code = EXIT_SLO
-    summary.run.verdict = verdict(summary.run, missed, code)
-    summary.run.exit_code = code
-    c.results.summary(summary)  # the reports read the figures above; the verdict comes from them
-    return summary, code
+    if outcome.interrupted:
+        reasons.append(f"interrupted by {outcome.interrupted}: load stopped before the plan's end")
+        status, code = "interrupted", exit_code_for_signal(outcome.interrupted)
+    elif outcome.stop_reason and outcome.stop_reason != "plan complete":
+        reasons.append(f"stopped early: {outcome.stop_reason}")
+    return status, code, reasons
+
+
+def reports_failed(summary: Summary, code: int, error: str) -> int:
+    """The reports could not be written: the run keeps its figures and verdict, and says so.
+
+    A run that was ok exits 4 (EXIT_REPORTS); a missed SLO, an invalid or interrupted run keeps
+    its own code. Returns the exit code; ``summary.run`` carries the note and the code.
+    """
+    if code == EXIT_OK:
+        code = EXIT_REPORTS
+    run = summary.run
+    run.reasons.append(f"the reports could not be written: {error}")
+    run.verdict = f"{run.verdict}; reports not written ({error}): exit {code}"
+    run.exit_code = code
+    return code
 
 
 def verdict(run: RunBlock, missed: list[str], code: int) -> str:
@@ -148,28 +147,3 @@ def verdict(run: RunBlock, missed: list[str], code: int) -> str:
         head += f": {len(run.lost_workers)} worker(s) lost"
     line = f"{head} (exit {code})"
     return line + (": " + "; ".join(missed) if missed else "")
-
-
-def _reports(c: Any) -> list[str]:
-    """Write the reports; the SLOs missed, as ``ttft_p99_ms 2,310 > 2,000 ms (vllm-awq)``."""
-    from llmload.report import write_all  # the report layer (HTML, Markdown, JUnit, SLOs); loads plotly
-    from llmload.report.slo import fmt
-
-    try:
-        # In a thread of gevent's pool: plotly's import and the HTML take seconds of CPU, during
-        # which a master must keep answering its workers' heartbeats (they quit after 15 s without
-        # one) and the web UI its page.
-        outcome = gevent.get_hub().threadpool.apply(write_all, (c.results.dir,))
-    except Exception as e:  # noqa: BLE001 - a report failure must not lose the results
-        log.error("llmload: writing the reports failed: %s", e)
-        print(f"llmload: writing the reports failed: {e}", file=sys.stderr)
-        return []
-    missed = []
-    for r in outcome.failed:
-        unit = f" {r.unit}" if r.unit else ""
-        bad = ">" if r.comparator == "<=" else "<"
-        measured = (
-            "not measured" if r.measured is None else f"{fmt(r.measured)} {bad} {fmt(r.threshold)}{unit}"
-        )
-        missed.append(f"{r.slo} {measured} ({r.target})")
-    return missed

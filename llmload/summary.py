@@ -31,6 +31,7 @@ from llmload.results_model import (
     Tokens,
 )
 from llmload.runstate import WARMUP, Aggregator
+from llmload.scenario import Scenario, Target
 from llmload.throughput import Window, throughput_block
 
 SCHEMA = SUMMARY_SCHEMA
@@ -67,7 +68,7 @@ def _by_class(st: TargetStats) -> dict[Status, int]:
     return cast(dict[Status, int], dict(st.by_class))  # the model checks every key is a status class
 
 
-def run_target(t: Any, agg: Aggregator, window: TargetStats, everything: TargetStats) -> TargetBlock:
+def run_target(t: Target, agg: Aggregator, window: TargetStats, everything: TargetStats) -> TargetBlock:
     """One target over the run: figures from the measurement window, request counts from every line."""
     tokens, latency = _figures(window)
     requests = Requests(
@@ -117,7 +118,7 @@ def _measured_span(meta: Step, steps: list[Step], target: str, warmup: float) ->
 
 def build_summary(
     *,
-    scenario: Any,
+    scenario: Scenario,
     agg: Aggregator,
     run_id: str,
     started_at: float,
@@ -136,12 +137,12 @@ def build_summary(
     window = agg.window(exclude_warmup=True)
     everything = agg.window(exclude_warmup=False)
     targets: dict[str, TargetBlock] = {}
-    for t in scenario.targets:
-        all_st = everything.get(t.name) or TargetStats()
-        block = run_target(t, agg, window.get(t.name) or TargetStats(), all_st)
-        if t.metrics_url and telemetry:
-            block.server_agreement = _agreement(t.name, all_st, agg, telemetry)
-        targets[t.name] = block
+    for tg in scenario.targets:
+        all_st = everything.get(tg.name) or TargetStats()
+        block = run_target(tg, agg, window.get(tg.name) or TargetStats(), all_st)
+        if tg.metrics_url and telemetry:
+            block.server_agreement = _agreement(tg.name, all_st, agg, telemetry)
+        targets[tg.name] = block
     steps = [Step.model_validate(m) for m in (extra_run or {}).get("steps") or []]
     levels = []
     for ph, lv in agg.level_order:

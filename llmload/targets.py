@@ -12,12 +12,14 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from llmload.resolved import SimAddress
+from llmload.scenario import Scenario, Target
 from llmload.sim.process import WILDCARDS, SimProcess, SimStartError
 from llmload.yamlsrc import InputError
 
@@ -41,8 +43,12 @@ def rehome(url: str, host: str) -> str:
 
 @dataclass
 class Prepared:
+    """The simulators llmload started for a run, one per sim target that names no base_url."""
+
     sims: list[SimProcess] = field(default_factory=list)
-    overrides: list[str] = field(default_factory=list)
+
+    def addresses(self) -> dict[str, SimAddress]:
+        return {s.name: SimAddress(s.base_url) for s in self.sims}
 
     def stop(self, timeout_s: float = 5.0) -> None:
         for s in self.sims:
@@ -50,7 +56,7 @@ class Prepared:
 
 
 def start_sims(
-    scenario: Any, log_dir: Path | None = None, timeout_s: float = 20.0, host: str = "127.0.0.1"
+    scenario: Scenario, log_dir: Path | None = None, timeout_s: float = 20.0, host: str = "127.0.0.1"
 ) -> Prepared:
     """Start one simulator process per sim target that has no base_url, listening on ``host``."""
     listen = "0.0.0.0" if host in WILDCARDS else host
@@ -85,11 +91,6 @@ def start_sims(
             except SimStartError as e:
                 raise TargetNotReady(f"target {t.name}: {e}") from None
             prepared.sims.append(sp)
-            prepared.overrides.append(f"targets.{t.name}.base_url={sp.base_url}")
-            if not t.metrics_url:
-                prepared.overrides.append(f"targets.{t.name}.metrics_url={sp.base_url}/metrics")
-            if not t.gpu_metrics_url:
-                prepared.overrides.append(f"targets.{t.name}.gpu_metrics_url={sp.base_url}/dcgm/metrics")
     except BaseException:
         prepared.stop()
         raise
@@ -97,10 +98,10 @@ def start_sims(
 
 
 def wait_ready(
-    targets: list[Any],
+    targets: list[Target],
     timeout_s: float = 600.0,
     env: dict[str, str] | None = None,
-    say: Any = None,
+    say: Callable[[str], None] | None = None,
     every_s: float = 5.0,
 ) -> dict[str, str]:
     """Wait for /health == 200 and the model in /v1/models, for every target.
@@ -120,6 +121,8 @@ def wait_ready(
     defaults: dict[str, str] = {}
     with httpx.Client(timeout=5.0) as client:
         for t in targets:
+            if t.base_url is None:  # a sim target whose simulator was not started: nothing to wait for
+                continue
             base = t.base_url.rstrip("/")
             headers = {}
             if t.api_key_env and env.get(t.api_key_env):

@@ -33,7 +33,7 @@ from llmload.capacity.page import render_html, render_markdown
 from llmload.capacity.runner import Search
 from llmload.capacity.search import estimate
 from llmload.cores import worker_count
-from llmload.finish import EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SLO
+from llmload.exitcodes import EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SLO
 from llmload.load.executors import Capacity
 from llmload.report.efficiency import efficiency
 from llmload.report.results import BadResults, load_run

@@ -16,7 +16,7 @@ from llmload.capacity.judge import Verdict, judge
 from llmload.capacity.outcome import ProbeFigure, ProbeRow
 from llmload.capacity.probe import ProbeSpec, last_line, probe_command, start_probe
 from llmload.capacity.search import Outcome, next_probe
-from llmload.finish import EXIT_INPUT, EXIT_INVALID
+from llmload.exitcodes import EXIT_INPUT, EXIT_INVALID
 from llmload.load.executors import Capacity
 from llmload.report.results import BadResults, load_run
 from llmload.report.slo import fmt

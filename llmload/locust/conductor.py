@@ -4,6 +4,10 @@ Locust's shape hook calls ``tick()`` once a second; the conductor decides the
 current step, tells the workers (or the local controller), watches stop
 conditions and lost workers, drains in-flight streams at the end, and writes
 the results directory when Locust quits.
+
+How the run ends is one typed value, ``self.outcome`` (llmload/run_outcome.py), written only by
+the methods below: the plugin, the web UI hooks, the signal handlers and the distribution code
+call them (``begin``, ``interrupt``, ``stop_from_ui``, ``assign_slots``, ...) and set nothing.
 """
 
 from __future__ import annotations
@@ -11,19 +15,24 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import gevent
 
-from llmload.finish import EXIT_INPUT
+from llmload.exitcodes import EXIT_INPUT
 from llmload.load.plan import PlanStep, users_at
 from llmload.locust.controller import LLMRun
 from llmload.locust.intervals import Intervals
+from llmload.locust.livecharts import ChartSeries
+from llmload.locust.liveview import LiveView
 from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.users import class_name
-from llmload.results_model import SelfTest
+from llmload.resolved import ResolvedRun
+from llmload.results_model import LostWorker, SelfTest, Step
+from llmload.run_outcome import RunOutcome
 from llmload.runstate import WARMUP, Aggregator
+from llmload.scenario import Scenario
 from llmload.sinks.results import ResultsWriter
 from llmload.slo_watch import step_miss
 
@@ -41,49 +50,135 @@ Tick = tuple[int, float, "list[Any] | None"]  # Locust's shape tuple: users, spa
 IDLE: Tick = (0, 50.0, None)  # no users: before the plan, between levels, while draining
 
 
+class EventSink(Protocol):
+    """What the conductor feeds each interval and event (the InfluxDB sink, the live view, its charts)."""
+
+    def interval(self, row: dict[str, Any]) -> None: ...
+
+    def event(self, kind: str, text: str) -> None: ...
+
+
+class Scraper(Protocol):
+    """The engine /metrics scraper (llmload/locust/telemetry_hook.py's TelemetryScraper)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class Conductor:
-    def __init__(self, run: LLMRun, results_dir: Path, *, distributed: bool, progress: bool) -> None:
+    def __init__(
+        self,
+        run: LLMRun,
+        resolved: ResolvedRun,
+        *,
+        progress: bool,
+        send_scenario: Callable[[Conductor, Any], None] | None = None,
+    ) -> None:
         self.run = run
-        self.sc = run.sc
+        self.resolved = resolved
+        self.sc: Scenario = resolved.scenario
         self.env = run.env
-        self.distributed = distributed
+        self.distributed = resolved.distributed
         self.progress = progress
         self.agg = Aggregator(list(run.targets))
-        self.results = ResultsWriter(results_dir)
+        self.results = ResultsWriter(resolved.results_dir)
         self.agg.line_sinks.append(self.results.requests)
+        self.outcome = RunOutcome(started_at=time.time())
         self.state = "init"  # init | running | settle | draining | done
         self.step_no = -1
         self.step_started = 0.0
         self.settle_until = 0.0
         self.drain_deadline = 0.0
         self.aborted = False
-        self.started_at = time.time()
-        self.run_t0: float | None = None
-        self.ended_at: float | None = None
-        self.reasons: list[str] = []
-        self.stop_reason: str | None = None
-        self.interrupted: str | None = None  # the signal that stopped the run (llmload/locust/signals.py)
         self.finalized = False  # the run is ending (its results are being written): it ends once
         self.frozen = False  # summary.json is being built: late worker reports change nothing
-        self.cut_why = ""  # why open streams were cut (stop_grace ran out, a second signal)
-        self.quit_early = False  # the process quit mid-plan with no signal, no Stop, no stop condition
-        self.lost_workers: list[dict[str, Any]] = []
         self.known_workers: dict[str, float] = {}
-        self.sinks: list[Any] = []  # objects with interval(row) / event(kind, text)
-        self.scraper: Any = None  # TelemetryScraper (engine /metrics, DCGM text -> telemetry.jsonl)
-        self.run_id = ""
+        self.sinks: list[EventSink] = []
+        self.scraper: Scraper | None = None
         # worker -> its share of the plan: slot k of worker_count (-1: none, it joined with none free)
         self.worker_slots: dict[str, int] = {}
         self.worker_count = 0
         self.generation = 0  # how many times workers were given the scenario (the start, late joiners)
-        self.sim_targets: list[str] = []  # targets whose simulator this process started
         self.readiness = WorkerReadiness(self.sc.client.ready_timeout)  # distributed: workers reach targets
-        self.not_ready: str | None = None  # why the workers could not start (nothing was sent)
         self._last_tick: Tick | None = None
-        self.level_meta: list[dict[str, Any]] = []  # one entry per plan step entered (timing, targets)
-        self.send_scenario: Any = None  # distribution.send_scenario (master), set by the plugin
+        self._send_scenario = send_scenario  # distribution.send_scenario (a master)
+        self._live_view: LiveView | None = None
         self.intervals = Intervals(self)  # timeseries rows, sinks' rows, the progress line
-        self.selftest: SelfTest | None = None  # the capacity self-test before the run (llmload/selftest.py)
+
+    @property
+    def run_id(self) -> str:
+        return self.resolved.run_id
+
+    # --- what the plugin, the web UI and the distribution code tell it ------------------
+    def begin(self, now: float) -> None:
+        """The test starts (Locust's test_start): the run's clock starts here."""
+        self.outcome.started_at = now
+
+    def end(self, now: float) -> None:
+        self.outcome.ended_at = now
+
+    def record_selftest(self, result: SelfTest | None) -> None:
+        self.outcome.selftest = result
+
+    def add_sink(self, sink: EventSink) -> None:
+        self.sinks.append(sink)
+
+    def attach_scraper(self, scraper: Scraper) -> None:
+        """The engine scraper, started now: its baseline scrape comes before any load."""
+        self.scraper = scraper
+        scraper.start()
+
+    def begin_finish(self) -> bool:
+        """The run's results are about to be written: True the first time, False after."""
+        if self.finalized:
+            return False
+        self.finalized = True
+        return True
+
+    def freeze(self) -> None:
+        """summary.json is being built: worker reports that arrive now change nothing."""
+        self.frozen = True
+
+    def stop_from_ui(self) -> None:
+        """The web UI's Stop: no new requests, the open streams cut now (recorded ``aborted``)."""
+        self.aborted = True
+        self.outcome.cut_why = "stopped from the web UI"
+        self.outcome.stop_reason = self.outcome.stop_reason or "stopped from the web UI"
+
+    def mark_done(self) -> None:
+        """The web UI's Stop before the plan's end: the run ends now, as it is."""
+        self.state = "done"
+
+    def assign_slots(self, ids: list[str]) -> list[tuple[str, int]]:
+        """Master: a slot of the plan for each worker that has none (k of n; -1: none free), newest first.
+
+        The workers connected at the start share the plan by slot. One that connects later takes the
+        slot of a lost worker (its share goes on, with request indexes of its own generation) or,
+        with no slot free, idles until the next test.
+        """
+        new = [cid for cid in ids if cid not in self.worker_slots]
+        if not new:
+            return []
+        if not self.worker_slots:
+            self.worker_count = len(ids)
+        held = {k for w, k in self.worker_slots.items() if not self.outcome.lost(w)}
+        free = [k for k in range(self.worker_count) if k not in held]
+        self.generation += 1
+        out = []
+        for cid in new:
+            k = free.pop(0) if free else -1
+            self.worker_slots[cid] = k
+            self.known_workers.setdefault(cid, time.time())
+            if self.generation > 1:
+                joined = (
+                    f"takes slot {k} of {self.worker_count}"
+                    if k >= 0
+                    else "no free slot, idle until the next test"
+                )
+                self.event("worker_joined", f"worker {cid} joined mid-run: {joined}", worker=cid)
+            out.append((cid, k))
+        return out
 
     # --- plan -------------------------------------------------------------------
     def tick(self) -> Tick | None:
@@ -91,23 +186,23 @@ class Conductor:
         self.pull()
         if self.distributed:
             self.check_workers(now)
-        if self.distributed and self.send_scenario is not None:
-            self.send_scenario(self, self.env.runner)
+        if self.distributed and self._send_scenario is not None:
+            self._send_scenario(self, self.env.runner)
         if (
             self.state == "init"
             and self.distributed
-            and self.interrupted is None
+            and self.outcome.interrupted is None
             and not self.workers_ready()
         ):
             self._last_tick = IDLE
             return self._last_tick
         if self.state == "init":
-            self.run_t0 = now
-            if self.interrupted is not None:  # a signal came before the first tick: send nothing
-                self.start_drain(f"{self.interrupted} received")
+            self.outcome.run_t0 = now
+            if self.outcome.interrupted is not None:  # a signal came before the first tick: send nothing
+                self.start_drain(f"{self.outcome.interrupted} received")
             else:
                 self.enter_step(0, now)
-        if self.state in ("running", "settle") and self.stop_reason is None:
+        if self.state in ("running", "settle") and self.outcome.stop_reason is None:
             self.check_stop_conditions()
         if self.state == "running":
             ps = self.run.plan[self.step_no]
@@ -171,17 +266,17 @@ class Conductor:
         ps = self.run.plan[number]
         start = now + (OPEN_LOOP_LEAD_S if ps.step.open_loop else 0.0)
         self.step_no, self.step_started, self.state = number, start, "running"
-        self.level_meta.append(
-            {
-                "phase": ps.step.phase,
-                "level": ps.step.level,
-                "targets": list(ps.targets),
-                "start": start,
-                "end": None,
-                "target_rate": ps.step.rate,
-                "users": None if ps.step.open_loop else ps.step.users,
-                "planned_s": ps.step.planned_s,
-            }
+        self.outcome.steps.append(
+            Step(
+                phase=ps.step.phase,
+                level=ps.step.level,
+                targets=list(ps.targets),
+                start=start,
+                end=None,
+                target_rate=ps.step.rate,
+                users=None if ps.step.open_loop else ps.step.users,
+                planned_s=ps.step.planned_s,
+            )
         )
         self.broadcast_step(number, start)
         self.event(
@@ -192,22 +287,24 @@ class Conductor:
         )
 
     def broadcast_step(self, number: int, now: float) -> None:
-        assert self.run_t0 is not None
-        data = {"number": number, "t0": now, "run_t0": self.run_t0, "run_id": self.run_id}
-        self.run.apply_step(number, now, self.run_t0)
+        run_t0 = self.outcome.run_t0
+        assert run_t0 is not None
+        data = {"number": number, "t0": now, "run_t0": run_t0, "run_id": self.run_id}
+        self.run.apply_step(number, now, run_t0)
         if self.distributed:
             self.env.runner.send_message(MSG_STEP, data)
 
     def _close_step(self, now: float) -> None:
-        if self.level_meta and self.level_meta[-1]["end"] is None:
-            self.level_meta[-1]["end"] = now
+        steps = self.outcome.steps
+        if steps and steps[-1].end is None:
+            steps[-1].end = now
 
     def start_drain(self, reason: str) -> None:
         if self.state == "draining":
             return
         self._close_step(time.time())
         self.state = "draining"
-        self.stop_reason = self.stop_reason or reason
+        self.outcome.stop_reason = self.outcome.stop_reason or reason
         self.drain_deadline = time.time() + self.sc.load.stop_grace
         self.run.start_draining()
         if self.distributed:
@@ -229,7 +326,7 @@ class Conductor:
     def cut_inflight(self, why: str) -> None:
         """End every open stream now; each is recorded as ``aborted`` with its partial figures."""
         self.aborted = True
-        self.cut_why = why
+        self.outcome.cut_why = why
         self.event("warning", why)
         if self.distributed:
             self.env.runner.send_message(MSG_ABORT, {})
@@ -241,9 +338,9 @@ class Conductor:
         now = time.time()
         if self.state == "done":  # the run had ended; its results are being written as they are
             return
-        if self.interrupted is None:
-            self.interrupted = signal_name
-            self.stop_reason = signal_name
+        if self.outcome.interrupted is None:
+            self.outcome.interrupted = signal_name
+            self.outcome.stop_reason = signal_name
             self.event("interrupted", f"{signal_name} received", signal=signal_name)
             if self.state in ("running", "settle"):
                 self.start_drain(f"{signal_name} received")
@@ -257,8 +354,9 @@ class Conductor:
         if self.distributed and self.state in ("running", "settle", "draining"):
             self.check_workers(time.time())  # Locust stops the test itself when its last worker goes missing
         if self.state in ("running", "settle"):
-            self.quit_early = self.interrupted is None and self.stop_reason is None
-            self.start_drain(self.interrupted or "the process is quitting")
+            o = self.outcome
+            o.quit_early = o.interrupted is None and o.stop_reason is None
+            self.start_drain(o.interrupted or "the process is quitting")
         while self.state == "draining":
             if self.distributed:
                 self.check_workers(time.time())
@@ -297,22 +395,22 @@ class Conductor:
         delta = data.get("llmload")
         if delta and not self.frozen:  # once summary.json is being written, its figures are final
             self.known_workers[client_id] = time.time()
-            if any(w["worker"] == client_id for w in self.lost_workers):
+            if self.outcome.lost(client_id):
                 return
             self.agg.merge(delta)
 
     def workers_ready(self) -> bool:
         """Distributed, before step 0: has every worker reached every target? (readiness.py)"""
-        if self.not_ready is not None:
+        if self.outcome.not_ready is not None:
             return False
-        lost = {w["worker"] for w in self.lost_workers}
+        lost = {w.worker for w in self.outcome.lost_workers}
         live = [w for w, k in self.worker_slots.items() if k >= 0 and w not in lost]
         why = self.readiness.failure(live)
         if why is None and not live and lost:
             why = f"every worker was lost before the start ({', '.join(sorted(lost))})"
         if why is None:
             return self.readiness.ready(live)
-        self.not_ready = why
+        self.outcome.not_ready = why
         print(f"llmload: {why}; nothing was sent", file=sys.stderr, flush=True)
         self.env.process_exit_code = EXIT_INPUT  # as a target not ready in a local run
         runner = self.env.runner
@@ -335,9 +433,9 @@ class Conductor:
         Before the plan's end its share of the plan is never sent: a lost worker (degraded, exit 3
         unless --allow-worker-loss), named with its reason. While the run is already stopping, no loss.
         """
-        if self.frozen or any(w["worker"] == wid for w in self.lost_workers):
+        if self.frozen or self.outcome.lost(wid):
             return
-        if self.state in ("draining", "done") or self.interrupted is not None:
+        if self.state in ("draining", "done") or self.outcome.interrupted is not None:
             self.event("worker_left", f"worker {wid} left ({reason}) while the run was stopping", worker=wid)
             self.known_workers.pop(wid, None)
             return
@@ -347,7 +445,7 @@ class Conductor:
         runner = self.env.runner
         clients = getattr(runner, "clients", {})
         for wid, seen in list(self.known_workers.items()):
-            if any(w["worker"] == wid for w in self.lost_workers):
+            if self.outcome.lost(wid):
                 continue
             c = clients.get(wid) if hasattr(clients, "get") else None
             missing = c is None or getattr(c, "state", "") == "missing"
@@ -361,11 +459,11 @@ class Conductor:
             t: max(0, self.agg.sent.get(wid, {}).get(t, 0) - self.agg.completed_by(wid, t))
             for t in self.run.targets
         }
-        self.lost_workers.append(
-            {"worker": wid, "t": now, "last_report": seen, "reason": why, "unaccounted": unaccounted}
+        self.outcome.lost_workers.append(
+            LostWorker(worker=wid, t=now, last_report=seen, reason=why, unaccounted=unaccounted)
         )
         self.agg.forget_worker(wid)
-        self.reasons.append(
+        self.outcome.reasons.append(
             f"worker {wid} lost at {time.strftime('%H:%M:%S', time.gmtime(now))}Z: {why} "
             f"(last report {now - seen:.1f} s earlier; requests sent but never reported: {unaccounted})"
         )
@@ -393,8 +491,18 @@ class Conductor:
             self.scraper.stop()
 
     # --- web UI "LLM" tab (llmload/locust/webui.py) -----------------------------------
+    def live_view(self) -> LiveView:
+        """The tab's live view, fed by the aggregator's lines and each interval from its first use."""
+        if self._live_view is None:
+            # Workers report every 3 s (Locust's WORKER_REPORT_INTERVAL); the local runner pulls every 1 s.
+            view = LiveView(list(self.run.targets), 4.0 if self.distributed else 1.5)
+            charts = ChartSeries(self.agg, view.targets, self.results.dir / "telemetry.jsonl")
+            view.charts = charts
+            self.agg.line_sinks.append(view.lines)
+            self.sinks += [view, charts]
+            self._live_view = view
+        return self._live_view
+
     def live_rows(self) -> list[dict[str, Any]]:
         """One row per target: recent rates and latencies plus run totals, from the merged figures."""
-        from llmload.locust.liveview import LiveView
-
-        return LiveView.of(self).rows(self.agg)
+        return self.live_view().rows(self.agg)

@@ -24,6 +24,7 @@ from llmload.locust.users import class_name
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
 from llmload.runstate import WARMUP, Collector
+from llmload.scenario import Scenario
 from llmload.secrets import Masker, secret_values
 from llmload.stamps import ReadStamps
 from llmload.transport import GeventTransport
@@ -40,7 +41,7 @@ class LLMRun:
     def __init__(
         self,
         environment: Any,
-        scenario: Any,
+        scenario: Scenario,
         *,
         role: str,
         worker_id: str = "local",

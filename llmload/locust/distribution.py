@@ -11,7 +11,6 @@ readiness reports and final reports arrive here on the master and go to the cond
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from llmload.locust.readiness import MSG_REACH, check_from_worker
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import make_sink
 from llmload.locust.users import make_user_class
-from llmload.scenario import validate_data
+from llmload.resolved import scenario_from_payload, scenario_payload
 from llmload.targets import rehome
 
 
@@ -59,7 +58,7 @@ def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
     for t in data["scenario"]["targets"]:  # the master's simulators, at the address this host uses
         if t["name"] in sims and t.get("base_url"):
             t["base_url"] = rehome(t["base_url"], env.parsed_options.master_host)
-    sc = validate_data(data["scenario"], {}, data.get("source", "master"))
+    sc = scenario_from_payload(data["scenario"], str(data.get("source") or "master"))
     run = LLMRun(
         env,
         sc,
@@ -109,46 +108,24 @@ def send_scenario(c: Conductor, runner: Any) -> None:
 
     A worker keeps its run for the whole test: sending it the scenario again would replace the run
     its users are issuing on, and their records would never be reported (measured: after one of
-    two workers left, the other's 26 later requests reached the server and no record). The workers
-    connected at the start share the plan by slot (k of n). One that connects later takes the slot
-    of a lost worker (its share of the plan goes on, with request indexes of its own generation) or,
-    with no slot free, idles until the next test.
+    two workers left, the other's 26 later requests reached the server and no record). How slots
+    are shared: ``Conductor.assign_slots``.
     """
-    ids = sorted(runner.clients.keys())
-    new = [cid for cid in ids if cid not in c.worker_slots]
-    if not new:
+    assigned = c.assign_slots(sorted(runner.clients.keys()))
+    if not assigned:
         return
-    if not c.worker_slots:
-        c.worker_count = len(ids)
-    lost = {w["worker"] for w in c.lost_workers}
-    held = {k for w, k in c.worker_slots.items() if w not in lost}
-    free = [k for k in range(c.worker_count) if k not in held]
-    c.generation += 1
-    for cid in new:
-        k = free.pop(0) if free else -1
-        c.worker_slots[cid] = k
-        if c.generation > 1:
-            c.event(
-                "worker_joined",
-                f"worker {cid} joined mid-run: "
-                + (
-                    f"takes slot {k} of {c.worker_count}"
-                    if k >= 0
-                    else "no free slot, idle until the next test"
-                ),
-                worker=cid,
-            )
+    payload = scenario_payload(c.sc)
+    for cid, k in assigned:
         data = {
-            "scenario": c.sc.model_dump(mode="json", exclude_none=True),
+            "scenario": payload,
             "source": c.sc.source,
             "slot": k,
             "count": c.worker_count,
             "generation": c.generation - 1,
             "run_id": c.run_id,
-            "sims": c.sim_targets,
+            "sims": list(c.resolved.sim_targets),
         }
         runner.send_message(MSG_SCENARIO, data, client_id=cid)
-        c.known_workers.setdefault(cid, time.time())
 
 
 @on(events.test_stop)

@@ -10,31 +10,49 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 
 from llmload.results_model import TimeseriesRow
+from llmload.run_outcome import RunOutcome
 from llmload.runstate import Aggregator
 from llmload.sinks.results import ResultsWriter
 from llmload.sinks.terminal import progress_line
 
+if TYPE_CHECKING:
+    from llmload.locust.controller import LLMRun
+    from llmload.scenario import Scenario
+
 log = logging.getLogger("llmload")
+
+
+class IntervalSink(Protocol):
+    def interval(self, row: dict[str, Any]) -> None: ...
 
 
 class Host(Protocol):
     """What the intervals read of their run (llmload/locust/conductor.py's Conductor)."""
 
-    sc: Any
-    run: Any
-    agg: Aggregator
-    results: ResultsWriter
-    sinks: list[Any]
-    distributed: bool
-    progress: bool
-    state: str
-    run_t0: float | None
-    started_at: float
+    @property
+    def sc(self) -> Scenario: ...
+    @property
+    def run(self) -> LLMRun: ...
+    @property
+    def agg(self) -> Aggregator: ...
+    @property
+    def results(self) -> ResultsWriter: ...
+    @property
+    def sinks(self) -> Sequence[IntervalSink]: ...
+    @property
+    def distributed(self) -> bool: ...
+    @property
+    def progress(self) -> bool: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def outcome(self) -> RunOutcome: ...
 
     def pull(self) -> None: ...
 
@@ -134,5 +152,5 @@ class Intervals:
             prog[t] = live
         c.results.flush()
         if c.progress and progress and c.state != "init":  # not while workers check the targets
-            sys.stderr.write(progress_line(now - (c.run_t0 or c.started_at), prog) + "\n")
+            sys.stderr.write(progress_line(now - (c.outcome.run_t0 or c.outcome.started_at), prog) + "\n")
             sys.stderr.flush()

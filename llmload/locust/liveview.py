@@ -21,6 +21,7 @@ from llmload.livewindow import WINDOW_S
 from llmload.locust.livecharts import ChartSeries
 from llmload.records import FAILURE_CLASSES
 from llmload.results_model import Summary
+from llmload.runstate import Aggregator
 
 # req/s and TPOT: the requests that ended in the last WINDOW_S seconds (as the live window's)
 KEEP_S = 60.0  # request lines kept per target (older ones are dropped)
@@ -63,21 +64,7 @@ class LiveView:
         self.last_interval: dict[str, dict[str, Any]] = {}
         self.first_start: float | None = None  # earliest request start seen (rates before W seconds)
         self.final: list[dict[str, Any]] | None = None  # set when the run's summary is written
-        self.charts: ChartSeries | None = None  # the tab's charts (set by ``of``)
-
-    @classmethod
-    def of(cls, conductor: Any) -> LiveView:
-        """The conductor's live view, attached to its aggregator and interval loop on first use."""
-        view = getattr(conductor, "_live_view", None)
-        if view is None:
-            # Workers report every 3 s (Locust's WORKER_REPORT_INTERVAL); the local runner pulls every 1 s.
-            view = cls(list(conductor.run.targets), 4.0 if conductor.distributed else 1.5)
-            view.charts = ChartSeries(conductor.agg, view.targets, conductor.results.dir / "telemetry.jsonl")
-            conductor.agg.line_sinks.append(view.lines)
-            conductor.sinks.append(view)
-            conductor.sinks.append(view.charts)
-            conductor._live_view = view
-        return view
+        self.charts: ChartSeries | None = None  # the tab's charts (set by Conductor.live_view)
 
     def finish(self, summary: Summary) -> None:
         """From now on the table shows the run's final figures (summary.json, warm-up excluded)."""
@@ -119,7 +106,7 @@ class LiveView:
         tpot = [ln["tpot_ms"] for ln in ok if ln.get("tpot_ms") is not None]
         return {"req_s": len(done) / span, "tpot_p50_ms": percentile(tpot, 50)}
 
-    def rows(self, agg: Any, now: float | None = None) -> list[dict[str, Any]]:
+    def rows(self, agg: Aggregator, now: float | None = None) -> list[dict[str, Any]]:
         if self.final is not None:
             return self.final
         now = self.clock() if now is None else now

@@ -17,11 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gevent
 from locust import LoadTestShape, events
 from locust import runners as locust_runners
 from locust.runners import MasterRunner, WorkerRunner
 
-from llmload.finish import EXIT_INPUT, finalize
+from llmload.concurrency import max_open_streams
+from llmload.exitcodes import EXIT_INPUT
+from llmload.finish import Observed, finalize, reports_failed
 from llmload.locust import distribution
 from llmload.locust.conductor import Conductor
 from llmload.locust.controller import LLMRun
@@ -42,8 +45,10 @@ from llmload.locust.users import make_user_class
 from llmload.locust.waits import watch_master, watch_workers
 from llmload.rebuild import RUN_INFO, run_info
 from llmload.report.levels import summary_text
+from llmload.resolved import Mode, ResolvedRun, with_found, with_sims
 from llmload.results_model import SelfTest, Summary
-from llmload.scenario import validate_data
+from llmload.scenario import Scenario
+from llmload.sinks.results import read_telemetry
 from llmload.sinks.terminal import render_table
 from llmload.yamlsrc import InputError
 
@@ -101,8 +106,7 @@ def _stop_prepared(st: ProcessState) -> None:
 def _stop_unstarted(st: ProcessState) -> None:
     """A signal before the load: drop the run built so far (its empty results) and its simulators."""
     c = st.conductor
-    if c is not None and not c.finalized:
-        c.finalized = True
+    if c is not None and c.begin_finish():
         discard_unstarted(st, c)
     _stop_prepared(st)
 
@@ -113,7 +117,7 @@ def _fail_input(st: ProcessState, msg: str) -> None:
     sys.exit(EXIT_INPUT)
 
 
-def load_for_options(options: Any) -> Any:
+def load_for_options(options: Any) -> Scenario:
     from llmload.scenario import load_scenario
 
     sc = load_scenario(options.scenario, list(options.llm_set or []))
@@ -164,20 +168,19 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
 
 
 def setup(environment: Any, runner: Any, options: Any) -> None:
+    """Build this process's run: simulators up, targets ready, the run resolved once, its conductor."""
     from llmload.targets import start_sims, wait_ready
 
     st = state_of(environment)
     sc = load_for_options(options)
     check_api_keys(sc)
-    overrides: list[str] = []
     distributed = isinstance(runner, MasterRunner)
     if any(t.kind == "sim" and t.base_url is None for t in sc.targets):
         # Distributed: the simulators listen where the master does, and each worker reaches them
         # through its own --master-host (readiness.py checks that it can).
         host = str(options.master_bind_host or "0.0.0.0") if distributed else "127.0.0.1"
         st.prepared = start_sims(sc, host=host)
-        overrides += st.prepared.overrides
-        sc = resolve(sc, overrides)
+        sc = with_sims(sc, st.prepared.addresses())
         if distributed:
             for sp in st.prepared.sims:
                 print(
@@ -187,35 +190,39 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
                     flush=True,
                 )
     models = wait_ready(sc.targets, timeout_s=sc.client.ready_timeout)
-    found = [f"targets.{name}.model={m}" for name, m in models.items()]
-    if sc.workload.salt is True:  # drawn once per run, recorded in summary.json's run.scenario
-        found.append(f"workload.salt=run-{secrets.token_hex(4)}")
-    if found:
-        sc = resolve(sc, found)
+    # a salt drawn once per run, recorded in summary.json's run.scenario
+    salt = f"run-{secrets.token_hex(4)}" if sc.workload.salt is True else None
+    sc = with_found(sc, models, salt)
     run_id = f"{sc.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    run = LLMRun(environment, sc, role="master" if distributed else "local", run_id=run_id)
-    results_dir = Path(options.llm_results) if options.llm_results else Path(sc.output.dir) / run_id
-    progress = bool(options.headless) and not options.llm_quiet
-    conductor = Conductor(run, results_dir, distributed=distributed, progress=progress)
-    conductor.run_id = run_id
-    conductor.sim_targets = [sp.name for sp in st.prepared.sims] if st.prepared is not None else []
-    conductor.results.write_json(
-        RUN_INFO, run_info(sc, run_id, "distributed" if distributed else "local", time.time())
+    mode: Mode = "distributed" if distributed else "local"
+    resolved = ResolvedRun(
+        scenario=sc,
+        run_id=run_id,
+        results_dir=Path(options.llm_results) if options.llm_results else Path(sc.output.dir) / run_id,
+        mode=mode,
+        sim_targets=tuple(sp.name for sp in st.prepared.sims) if st.prepared is not None else (),
     )
+    run = LLMRun(environment, sc, role="master" if distributed else "local", run_id=run_id)
+    progress = bool(options.headless) and not options.llm_quiet
+    conductor = Conductor(
+        run,
+        resolved,
+        progress=progress,
+        send_scenario=distribution.send_scenario if distributed else None,
+    )
+    conductor.results.write_json(RUN_INFO, run_info(sc, run_id, mode, time.time()))
     st.run, st.conductor = run, conductor
-    conductor.selftest = capacity_selftest(conductor, int(options.expect_workers or 1) if distributed else 1)
+    conductor.record_selftest(
+        capacity_selftest(conductor, int(options.expect_workers or 1) if distributed else 1)
+    )
     try:
-        st.sink = make_sink(
-            sc, run_id, results_dir / "influx-spool", "master" if distributed else "local", run.collector
-        )
+        st.sink = make_sink(sc, run_id, resolved.results_dir / "influx-spool", run.role, run.collector)
     except ValueError as e:
         raise InputError(f"{sc.source}: influx: {e}".splitlines()[0]) from None
     if st.sink is not None:
-        conductor.sinks.append(SinkAdapter(st.sink, target_tags(sc)))
-        st.preflight = preflight_sink(st.sink, conductor)
-    conductor.scraper = TelemetryScraper(sc, conductor.results)
-    conductor.scraper.start()  # now, during readiness: its baseline scrape comes before any load
-    conductor.send_scenario = distribution.send_scenario
+        conductor.add_sink(SinkAdapter(st.sink, target_tags(sc)))
+        st.preflight = preflight_sink(st.sink, conductor.event)
+    conductor.attach_scraper(TelemetryScraper(sc, conductor.results))
     environment.user_classes = [make_user_class(t, run) for t in sc.targets]
     shape = PlanShape(conductor)
     shape.runner = runner
@@ -257,16 +264,7 @@ def capacity_selftest(c: Conductor, processes: int) -> SelfTest | None:
     return res
 
 
-def resolve(sc: Any, overrides: list[str]) -> Any:
-    """The scenario with what llmload found out (sim addresses, default models), validated again."""
-    from llmload.yamlsrc import apply_overrides
-
-    data = sc.model_dump(mode="json", exclude_none=True)
-    apply_overrides(data, overrides)
-    return validate_data(data, {}, sc.source)
-
-
-def check_api_keys(sc: Any) -> None:
+def check_api_keys(sc: Scenario) -> None:
     """A target whose api_key_env names an unset variable would send requests with no key."""
     for t in sc.targets:
         if t.api_key_env and not os.environ.get(t.api_key_env):
@@ -287,7 +285,7 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         distribution.send_scenario(c, runner)
     else:
         c.run.start_lag_monitor()
-    c.started_at = time.time()
+    c.begin(time.time())
     c.start_intervals()
 
 
@@ -303,38 +301,17 @@ def finish_run(environment: Any, **_: Any) -> None:
     if c.finalized:  # the web UI's Stop wrote it already, or a second signal's shutdown
         return
     if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
-        c.finalized = True
+        c.begin_finish()
         discard_unstarted(st, c)
         _stop_prepared(st)
         st.forget_run()
         return
     c.finish_drain()  # the web UI quitting mid-test: in-flight streams end within stop_grace
-    c.finalized = True
+    c.begin_finish()
     try:
-        c.stop_intervals()
-        c.ended_at = time.time()
-        c.pull()
-        c.event("stop", "run finished")
-        sink, preflight = st.sink, st.preflight
-
-        def publish(summary: Summary) -> dict[str, Any] | None:
-            if sink is None:
-                return None
-            write_summary_points(sink, summary, target_tags(c.sc))  # the same figures as summary.json
-            closed = close_sink(sink)
-            if closed is not None and preflight is not None:
-                closed["preflight"] = preflight.model_dump()
-            return closed
-
         opts = environment.parsed_options
-        summary, code = finalize(
-            c,
-            allow_worker_loss=st.allow_worker_loss,
-            write_reports=not getattr(opts, "llm_no_reports", False),
-            publish=publish,
-        )
+        summary, code = conclude(st, c, write_reports=not getattr(opts, "llm_no_reports", False))
         st.summary, st.exit_code = summary, code
-        c.results.close()
         print("\n" + render_table(summary), flush=True)
         levels = summary_text(summary)  # a sweep: each level judged on its own figures
         if levels:
@@ -344,6 +321,62 @@ def finish_run(environment: Any, **_: Any) -> None:
         environment.process_exit_code = code
     finally:
         _stop_prepared(st)
+
+
+def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Summary, int]:
+    """The run's end, in order: stop measuring, judge (llmload/finish.py), publish to InfluxDB,
+    write summary.json, then the reports, which cannot change the verdict (a failure exits 4)."""
+    c.stop_intervals()
+    c.end(time.time())
+    c.pull()
+    c.event("stop", "run finished")
+    c.freeze()  # the reports are written off the event loop, while worker reports may arrive
+    c.results.flush()  # every request line on disk: the open streams per level are counted from them
+    observed = Observed(
+        cpu_samples=list(c.intervals.cpu_samples),
+        telemetry=read_telemetry(c.results.dir / "telemetry.jsonl"),
+        open_streams=max_open_streams(c.results.dir / "requests.jsonl"),
+    )
+    summary, code = finalize(c.resolved, c.outcome, c.agg, observed, allow_worker_loss=st.allow_worker_loss)
+    if st.sink is not None:
+        write_summary_points(st.sink, summary, target_tags(c.sc))  # the same figures as summary.json
+        closed = close_sink(st.sink)
+        if closed is not None and st.preflight is not None:
+            closed["preflight"] = st.preflight.model_dump()
+        summary.run.influx = closed
+    c.results.summary(summary)
+    c.results.flush()
+    if write_reports:
+        error = write_reports_off_loop(c.results.dir)
+        if error is not None:
+            code = reports_failed(summary, code, error)
+            c.results.summary(summary)
+    c.results.close()
+    return summary, code
+
+
+def write_reports_off_loop(results_dir: Path) -> str | None:
+    """report.html, report.md and junit.xml; None when written, else what went wrong (one line).
+
+    In a thread of gevent's pool: plotly's import and the HTML take seconds of CPU, during which a
+    master must keep answering its workers' heartbeats (they quit after 15 s without one) and the
+    web UI its page.
+    """
+    error = gevent.get_hub().threadpool.apply(_write_reports, (results_dir,))
+    if error is not None:
+        print(f"llmload: writing the reports failed: {error}", file=sys.stderr, flush=True)
+    return error if isinstance(error, str) else None
+
+
+def _write_reports(results_dir: Path) -> str | None:
+    """In the pool's thread: an error comes back as one line (gevent would print its traceback)."""
+    from llmload.report import write_all  # the report layer (HTML, Markdown, JUnit); loads plotly
+
+    try:
+        write_all(results_dir)
+    except Exception as e:  # noqa: BLE001 - a report failure must not lose the results
+        return f"{type(e).__name__}: {e}".splitlines()[0]
+    return None
 
 
 def discard_unstarted(st: ProcessState, c: Conductor) -> None:

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from llmload.locust.waits import Every, say
+from llmload.scenario import Scenario
 from llmload.targets import TargetNotReady, wait_ready
 
 MSG_REACH = "llmload_reach"  # worker -> master: {"state": "waiting" | "ready" | "failed", "line": str}
@@ -34,7 +35,7 @@ def sim_hint(sims: list[str], master_host: str) -> str:
     )
 
 
-def check_from_worker(environment: Any, scenario: Any, sims: list[str]) -> None:
+def check_from_worker(environment: Any, scenario: Scenario, sims: list[str]) -> None:
     """A worker: wait for each target as the master did, and tell the master what it waits for."""
     runner = environment.runner
     master_host = environment.parsed_options.master_host

@@ -29,7 +29,7 @@ from typing import Any
 
 import gevent
 
-from llmload.finish import exit_code_for_signal
+from llmload.exitcodes import exit_code_for_signal
 
 log = logging.getLogger("llmload")
 
@@ -72,7 +72,9 @@ class RunSignals:
             if sig == signal.SIGINT:  # quit as Locust quits on Ctrl-C (SIGTERM: Locust's own handler)
                 self._throw(KeyboardInterrupt())
             return
-        first = c.interrupted is None and c.state != "done"  # "done": the run is being written already
+        first = (
+            c.outcome.interrupted is None and c.state != "done"
+        )  # "done": the run is being written already
         if first:
             print(
                 f"llmload: {name}: stopping; in-flight streams may finish within "

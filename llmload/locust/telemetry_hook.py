@@ -10,18 +10,23 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmload.results_model import Summary, TargetBlock
 
 if TYPE_CHECKING:
+    from llmload.runstate import Collector
+    from llmload.scenario import Scenario, Target
+    from llmload.sinks.influx import InfluxSink
     from llmload.sinks.influx_preflight import Preflight
+    from llmload.sinks.results import ResultsWriter
 
 log = logging.getLogger("llmload")
 
 
-def target_tags(sc: Any) -> dict[str, dict[str, str]]:
+def target_tags(sc: Scenario) -> dict[str, dict[str, str]]:
     out = {}
     for t in sc.targets:
         tags = {k: v for k, v in t.labels.items() if k not in ("run_id", "worker", "status", "phase")}
@@ -33,7 +38,7 @@ def target_tags(sc: Any) -> dict[str, dict[str, str]]:
 class SinkAdapter:
     """What the conductor calls each interval / event, translated to the sink's API."""
 
-    def __init__(self, sink: Any, tags: dict[str, dict[str, str]]) -> None:
+    def __init__(self, sink: InfluxSink, tags: dict[str, dict[str, str]]) -> None:
         self.sink = sink
         self.tags = tags
 
@@ -44,7 +49,9 @@ class SinkAdapter:
         self.sink.event(kind, text)
 
 
-def make_sink(sc: Any, run_id: str, spool_dir: Path, worker: str, collector: Any) -> Any | None:
+def make_sink(
+    sc: Scenario, run_id: str, spool_dir: Path, worker: str, collector: Collector
+) -> InfluxSink | None:
     """Start an InfluxSink when the scenario has an ``influx:`` section; feed it every record."""
     cfg = sc.influx
     if cfg is None:
@@ -59,7 +66,7 @@ def make_sink(sc: Any, run_id: str, spool_dir: Path, worker: str, collector: Any
     return sink
 
 
-def preflight_sink(sink: Any, conductor: Any) -> Preflight:
+def preflight_sink(sink: InfluxSink, say: Callable[[str, str], None]) -> Preflight:
     """Check the sink's InfluxDB destination once (2 s at most): one terminal line and an event.
 
     Only the local runner or the master checks (workers write to the same place). What it finds
@@ -70,7 +77,7 @@ def preflight_sink(sink: Any, conductor: Any) -> Preflight:
     result = check(sink.config)
     line = result.line(sink.config, sink.spool_dir)
     print(f"llmload: {line}", file=sys.stderr, flush=True)
-    conductor.event("preflight", line)
+    say("preflight", line)
     return result
 
 
@@ -96,7 +103,7 @@ def summary_fields(block: TargetBlock) -> dict[str, float]:
     return {k: float(v) for k, v in figures.items() if v is not None}
 
 
-def write_summary_points(sink: Any, summary: Summary, tags: dict[str, dict[str, str]]) -> None:
+def write_summary_points(sink: InfluxSink, summary: Summary, tags: dict[str, dict[str, str]]) -> None:
     """One ``llm_summary`` point per target: summary.json's figures, so InfluxDB shows the same."""
     for name, block in summary.targets.items():
         fields = summary_fields(block)
@@ -106,7 +113,7 @@ def write_summary_points(sink: Any, summary: Summary, tags: dict[str, dict[str, 
             )
 
 
-def close_sink(sink: Any, timeout_s: float = 15.0) -> dict[str, Any] | None:
+def close_sink(sink: InfluxSink | None, timeout_s: float = 15.0) -> dict[str, Any] | None:
     if sink is None:
         return None
     try:
@@ -124,7 +131,7 @@ class TelemetryScraper:
     pays for it. It gets SIGTERM when the run ends, or when this process dies.
     """
 
-    def __init__(self, sc: Any, results: Any) -> None:
+    def __init__(self, sc: Scenario, results: ResultsWriter) -> None:
         self.targets = [
             {
                 "name": t.name,
@@ -184,7 +191,7 @@ class TelemetryScraper:
         self.proc = None
 
 
-def _sim_dialect(t: Any) -> str:
+def _sim_dialect(t: Target) -> str:
     """The /metrics dialect of a simulated target: its own setting, else its profile's."""
     if t.sim is not None and t.sim.dialect:
         return str(t.sim.dialect)

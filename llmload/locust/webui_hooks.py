@@ -49,7 +49,8 @@ def _webui_status(st: ProcessState) -> dict[str, Any]:
     verdict = st.web_last_verdict if finished else None
     step = c.run.plan[c.step_no].step if 0 <= c.step_no < len(c.run.plan) else None
     level = None if step is None else step.level if step.level == step.phase else f"{step.phase} {step.level}"
-    elapsed = None if c.run_t0 is None else round((c.ended_at or time.time()) - c.run_t0, 1)
+    o = c.outcome
+    elapsed = None if o.run_t0 is None else round((o.ended_at or time.time()) - o.run_t0, 1)
     where = (
         f", step {c.step_no + 1}/{len(c.run.plan)} ({level}), {elapsed:.0f} s" if level and elapsed else ""
     )
@@ -69,10 +70,8 @@ def _webui_status(st: ProcessState) -> dict[str, Any]:
 
 def _webui_series(st: ProcessState) -> dict[str, Any]:
     """The LLM tab's charts: the run's bounded time series per target (livecharts.py)."""
-    from llmload.locust.liveview import LiveView
-
     c = st.conductor or st.web_last
-    charts = LiveView.of(c).charts if c is not None else None
+    charts = c.live_view().charts if c is not None else None
     return charts.to_json() if charts is not None else {"fields": [], "targets": {}}
 
 
@@ -101,7 +100,7 @@ def webui_before_swarm(environment: Any, form: dict[str, str]) -> str | None:
     if (
         c is not None
         and c.state == "init"
-        and c.not_ready is None  # a run whose workers could not reach a target is built again
+        and c.outcome.not_ready is None  # a run whose workers could not reach a target is built again
         and st.web_loaded == _webui_key(opts, scenario, targets)
     ):
         return None
@@ -159,13 +158,12 @@ def _webui_on_test_stopping(environment: Any, **_: Any) -> None:
         return
     if c is None or isinstance(environment.runner, WorkerRunner) or c.state in ("init", "done"):
         return
-    c.aborted, c.cut_why = True, "stopped from the web UI"
     _cut_now(environment, c)
 
 
 def _cut_now(environment: Any, c: Conductor) -> None:
     """Stop new requests and cut the open streams now (each recorded ``aborted``)."""
-    c.stop_reason = c.stop_reason or "stopped from the web UI"
+    c.stop_from_ui()
     c.run.start_draining()
     if c.distributed:
         environment.runner.send_message(MSG_DRAIN, {})
@@ -197,7 +195,7 @@ def _webui_finish(environment: Any) -> None:
     c = st.conductor
     assert c is not None
     if c.state != "done":  # stopped from the UI before the plan ended: cut what is still open
-        c.state = "done"
+        c.mark_done()
         _cut_now(environment, c)
     deadline = time.monotonic() + (8.0 if c.distributed else 0.0)
     while time.monotonic() < deadline:  # the workers' last reports (every 3 s)
@@ -210,9 +208,7 @@ def _webui_finish(environment: Any) -> None:
     try:
         finish_run(environment)
         if st.summary is not None:
-            from llmload.locust.liveview import LiveView
-
-            LiveView.of(c).finish(st.summary)  # the tab now shows the results just written
+            c.live_view().finish(st.summary)  # the tab now shows the results just written
             st.web_last_verdict = st.summary.run.verdict or st.summary.run.status
     finally:
         st.forget_run()

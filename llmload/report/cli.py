@@ -14,13 +14,12 @@ from typing import NoReturn
 
 import orjson
 
+from llmload.exitcodes import EXIT_INPUT, EXIT_INVALID, EXIT_OK, EXIT_SLO
 from llmload.report.compare import Comparison, compare_runs, compare_targets
 from llmload.report.html import render_html
 from llmload.report.model import build_report
 from llmload.report.outputs import write_all
 from llmload.report.results import BadResults
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INVALID_RUN = 0, 1, 2, 3
 
 
 class _UsageError(Exception):
@@ -37,14 +36,14 @@ def _run(prog: str, parser: argparse.ArgumentParser, argv: list[str] | None, bod
         args = parser.parse_args(argv)
     except _UsageError as exc:
         print(f"{prog}: error: {exc} (see {prog} --help)", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_INPUT
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     try:
         return int(body(args))
     except BadResults as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_INPUT
 
 
 def report_main(argv: list[str] | None = None) -> int:
@@ -75,12 +74,12 @@ def report_main(argv: list[str] | None = None) -> int:
             print(f"SLO missed: {r.target}: {r.describe()}")
         if status in ("invalid", "incomplete"):
             print(f"run status: {status}")
-            return EXIT_INVALID_RUN
+            return EXIT_INVALID
         if slo_passed is None:
             print("SLOs: none set")
         else:
             print(f"SLOs: {'met' if slo_passed else 'missed'}")
-        return EXIT_FAILED if slo_passed is False else EXIT_OK
+        return EXIT_SLO if slo_passed is False else EXIT_OK
 
     return _run("llmload report", parser, argv, body)
 
@@ -178,7 +177,7 @@ def compare_main(argv: list[str] | None = None) -> int:
         if args.json:
             args.json.write_bytes(orjson.dumps(cmp.to_json(), option=orjson.OPT_INDENT_2))
         if args.fail_on_regression and cmp.regressions:
-            return EXIT_FAILED
+            return EXIT_SLO
         return EXIT_OK
 
     return _run("llmload compare", parser, argv, body)

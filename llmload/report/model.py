@@ -15,16 +15,11 @@ from pydantic import ValidationError
 from llmload.report.breakeven import BreakEven, break_even, cost_from_summary
 from llmload.report.decision import DecisionRow, decision_rows
 from llmload.report.efficiency import Efficiency, efficiency
-from llmload.report.levels import LevelRow, LevelVerdict, capacity_results, level_rows, verdicts
+from llmload.report.judge import slo_results
+from llmload.report.levels import LevelRow, LevelVerdict, level_rows, verdicts
 from llmload.report.pareto import ParetoPoint, level_points
 from llmload.report.results import BadResults, RunData, load_run
-from llmload.report.slo import (
-    SloResult,
-    evaluate_slos,
-    fmt,
-    goodput_by_target,
-    slo_from_summary,
-)
+from llmload.report.slo import SloResult, fmt, goodput_by_target, slo_from_summary
 from llmload.results_model import latency
 from llmload.slo_spec import SloSpec
 
@@ -169,8 +164,7 @@ def build_report(results_dir: Path | str) -> Report:
     slo = _valid(run, "slo", lambda: slo_from_summary(run.summary))
     cost = _valid(run, "scenario.cost", lambda: cost_from_summary(run.summary))
     rows = level_rows(run.summary, slo)
-    # A sweep is judged on its capacity, level by level; any other run on its whole-run figures.
-    results = capacity_results(rows, slo) if rows else (evaluate_slos(run.summary, slo) if slo else [])
+    results = slo_results(run.summary, slo)  # the verdict's own judgement (report/judge.py)
     levels = verdicts(rows)
     eff = efficiency(run)
     return Report(

@@ -1,0 +1,44 @@
+"""The resolved run: what llmload finds out is set on the typed scenario, and nothing is lost on the
+way to a worker (no ``--set`` strings, no ``exclude_none`` round trip)."""
+
+from __future__ import annotations
+
+from llmload.resolved import SimAddress, scenario_from_payload, scenario_payload, with_found, with_sims
+from llmload.scenario import parse_scenario
+
+TEXT = """\
+name: nulls
+targets:
+  - {name: a, kind: sim, sim: {profile: test-fast-a}}
+  - {name: b, kind: vllm, base_url: "http://127.0.0.1:9", metrics_url: ""}
+workload: {input_tokens: 10, output_tokens: 5, temperature: null, salt: true}
+influx: {url: "http://127.0.0.1:8086", database: x, password_env: null}
+"""
+
+
+def test_nulls_survive_resolution_and_the_trip_to_a_worker() -> None:
+    sc = parse_scenario(TEXT, "nulls.yaml")
+    assert sc.workload.temperature is None and sc.influx is not None and sc.influx.password_env is None
+    resolved = with_found(with_sims(sc, {"a": SimAddress("http://127.0.0.1:1234")}), {"b": "m"}, "run-ab12")
+    worker = scenario_from_payload(scenario_payload(resolved), resolved.source)
+    for s in (resolved, worker):
+        assert s.workload.temperature is None  # was 0.0 after the exclude_none round trip
+        assert s.influx is not None and s.influx.password_env is None  # was INFLUX_PASSWORD
+        assert s.workload.salt == "run-ab12"
+        a, b = s.target("a"), s.target("b")
+        assert a.base_url == "http://127.0.0.1:1234"
+        assert a.metrics_url == "http://127.0.0.1:1234/metrics"
+        assert a.gpu_metrics_url == "http://127.0.0.1:1234/dcgm/metrics"
+        assert b.model == "m" and b.metrics_url == "" and a.model is None
+    assert worker == resolved  # the worker validates the payload once and gets the same scenario
+
+
+def test_a_target_that_names_its_pages_keeps_them() -> None:
+    sc = parse_scenario(
+        TEXT.replace(
+            "sim: {profile: test-fast-a}}", "sim: {profile: test-fast-a}, metrics_url: 'http://m/x'}"
+        ),
+        "p.yaml",
+    )
+    a = with_sims(sc, {"a": SimAddress("http://127.0.0.1:5")}).target("a")
+    assert a.metrics_url == "http://m/x" and a.gpu_metrics_url == "http://127.0.0.1:5/dcgm/metrics"
