@@ -14,6 +14,7 @@ each worker, which validates it once (``scenario_from_payload``): the dump keeps
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,3 +83,27 @@ def scenario_payload(scenario: Scenario) -> dict[str, Any]:
 def scenario_from_payload(data: dict[str, Any], source: str) -> Scenario:
     """A worker's one validation of the scenario its master sent."""
     return validate_data(data, {}, source)
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """``llmload run | ui | master`` to the Locust plugin in the same process: the scenario it
+    validated (``--sim``, ``--targets`` and ``--influx`` applied as typed updates), so the plugin
+    does not validate the file again. Passed as a file (Locust's argv carries its path); used only
+    while the plugin's options still name the same file, ``--set`` edits and targets (the web UI's
+    form may choose another scenario, which the plugin then loads itself).
+    """
+
+    key: tuple[str, tuple[str, ...], str]  # scenario file, --set edits, --targets
+    scenario: Scenario
+
+    def save(self, path: Path) -> None:
+        path.write_bytes(pickle.dumps(self))
+
+    @staticmethod
+    def load(path: Path) -> Handoff | None:
+        try:
+            obj = pickle.loads(path.read_bytes())  # noqa: S301 - written by this process, just now
+        except (OSError, pickle.UnpicklingError, EOFError):
+            return None
+        return obj if isinstance(obj, Handoff) else None

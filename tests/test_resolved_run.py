@@ -42,3 +42,31 @@ def test_a_target_that_names_its_pages_keeps_them() -> None:
     )
     a = with_sims(sc, {"a": SimAddress("http://127.0.0.1:5")}).target("a")
     assert a.metrics_url == "http://m/x" and a.gpu_metrics_url == "http://127.0.0.1:5/dcgm/metrics"
+
+
+def test_the_plugin_takes_the_scenario_run_validated_and_validates_nothing(tmp_path, monkeypatch) -> None:
+    import argparse
+
+    import llmload.scenario
+    from llmload.locust.plugin import load_for_options
+    from llmload.resolved import Handoff
+
+    path = tmp_path / "nulls.yaml"
+    path.write_text(TEXT)
+    sc = parse_scenario(TEXT, str(path))
+    key = (str(path), ("load.users=3",), "a")
+    Handoff(key=key, scenario=sc).save(tmp_path / "h.pickle")
+    opts = argparse.Namespace(
+        scenario=str(path), llm_set=["load.users=3"], llm_targets="a", llm_run=str(tmp_path / "h.pickle")
+    )
+
+    def no_validation(*_: object, **__: object) -> None:
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr(llmload.scenario, "validate_data", no_validation)
+    assert load_for_options(opts) == sc
+    # the web UI's form chose other edits: the plugin loads the file itself (and validates it)
+    opts.llm_set = ["load.users=5"]
+    monkeypatch.undo()
+    other = load_for_options(opts)
+    assert other.load.phases[0] != sc.load.phases[0] and [t.name for t in other.targets] == ["a"]

@@ -9,6 +9,7 @@ histogram deltas in ``report_to_master``.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import secrets
@@ -45,7 +46,7 @@ from llmload.locust.users import make_user_class
 from llmload.locust.waits import watch_master, watch_workers
 from llmload.rebuild import RUN_INFO, run_info
 from llmload.report.levels import summary_text
-from llmload.resolved import Mode, ResolvedRun, with_found, with_sims
+from llmload.resolved import Handoff, Mode, ResolvedRun, with_found, with_sims
 from llmload.results_model import SelfTest, Summary
 from llmload.scenario import Scenario
 from llmload.sinks.results import read_telemetry
@@ -95,6 +96,7 @@ def _add_arguments(parser: Any) -> None:
     grp.add_argument(
         "--llm-no-reports", action="store_true", default=False, help="skip HTML/Markdown/JUnit reports"
     )
+    grp.add_argument("--llm-run", default="", help=argparse.SUPPRESS)  # llmload run's Handoff file
 
 
 def _stop_prepared(st: ProcessState) -> None:
@@ -118,8 +120,14 @@ def _fail_input(st: ProcessState, msg: str) -> None:
 
 
 def load_for_options(options: Any) -> Scenario:
+    """The scenario the options name: the one ``llmload run`` validated when it handed it over
+    (llmload/resolved.py's Handoff), else the file, validated here."""
     from llmload.scenario import load_scenario
 
+    key = (str(options.scenario), tuple(options.llm_set or []), str(options.llm_targets or ""))
+    handoff = Handoff.load(Path(options.llm_run)) if getattr(options, "llm_run", "") else None
+    if handoff is not None and handoff.key == key:
+        return handoff.scenario
     sc = load_scenario(options.scenario, list(options.llm_set or []))
     wanted = [t.strip() for t in (options.llm_targets or "").split(",") if t.strip()]
     if wanted:

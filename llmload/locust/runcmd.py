@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llmload.cores import worker_count
 from llmload.usage import ArgParser
@@ -24,6 +24,7 @@ from llmload.yamlsrc import InputError
 
 if TYPE_CHECKING:
     from llmload.scenario import Scenario
+    from llmload.sinks.influx_config import InfluxConfig
 
 LOCUSTFILE = str(Path(__file__).parent / "locustfile.py")
 
@@ -80,7 +81,7 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     return ap
 
 
-def _influx_override(a: argparse.Namespace, sc: Scenario) -> dict[str, Any] | None:
+def _influx_override(a: argparse.Namespace, sc: Scenario) -> InfluxConfig | None:
     """The effective InfluxDB settings when --influx* options were given (None: keep the scenario's)."""
     from pydantic import ValidationError
 
@@ -98,7 +99,7 @@ def _influx_override(a: argparse.Namespace, sc: Scenario) -> dict[str, Any] | No
         raise InputError(f"{option}: {err['msg'].removeprefix('Value error, ')}") from None
     except ValueError as e:
         raise InputError(f"--influx: {str(e).splitlines()[0]}") from None
-    return cfg.model_dump(exclude_none=True) if cfg is not None else None
+    return cfg
 
 
 def check_targets_option(value: str, names: list[str]) -> None:
@@ -175,8 +176,6 @@ def run_command(cmd: str, argv: list[str]) -> int:
         print(f"llmload: {e}", file=sys.stderr)
         return 2
     largs = ["-f", LOCUSTFILE, "--scenario", a.scenario, "-L", "WARNING"]
-    for s in a.set:
-        largs += ["--set", s]
     if a.results:
         largs += ["--results", a.results]
     if a.targets:
@@ -187,8 +186,14 @@ def run_command(cmd: str, argv: list[str]) -> int:
         largs.append("--llm-no-reports")
     if a.allow_worker_loss:
         largs.append("--allow-worker-loss")
-    if influx is not None:
-        largs += ["--set", "influx=" + json.dumps(influx)]
+    sets = [*a.set]
+    if influx is not None:  # for the web UI's form, should it load another scenario (not run's own path)
+        sets.append("influx=" + json.dumps(influx.model_dump(mode="json", exclude_none=True)))
+        sc = sc.model_copy(update={"influx": influx})
+    for s in sets:
+        largs += ["--set", s]
+    handoff = _handoff(sc, (a.scenario, tuple(sets), a.targets))
+    largs += ["--llm-run", str(handoff)]
     workers = getattr(a, "workers", 0)
     procs: list[subprocess.Popen[bytes]] = []
     if cmd == "run" or getattr(a, "headless", False):
@@ -207,6 +212,22 @@ def run_command(cmd: str, argv: list[str]) -> int:
     finally:
         for p in procs:
             _stop(p)
+        handoff.unlink(missing_ok=True)
+        handoff.parent.rmdir()
+
+
+def _handoff(sc: Scenario, key: tuple[str, tuple[str, ...], str]) -> Path:
+    """The validated scenario, for the plugin in this process (llmload/resolved.py's Handoff)."""
+    import tempfile
+
+    from llmload.resolved import Handoff
+
+    wanted = [t.strip() for t in key[2].split(",") if t.strip()]
+    if wanted:
+        sc = sc.model_copy(update={"targets": [t for t in sc.targets if t.name in wanted]})
+    path = Path(tempfile.mkdtemp(prefix="llmload-run-")) / "scenario.pickle"
+    Handoff(key=key, scenario=sc).save(path)
+    return path
 
 
 def _spawn_worker(host: str, port: int) -> subprocess.Popen[bytes]:
