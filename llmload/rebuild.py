@@ -22,8 +22,7 @@ from pydantic import ValidationError
 from llmload.records import RequestRecord
 from llmload.results_model import ClientHealth, CpuPercent, LoopLag, RequestLine, Summary
 from llmload.runstate import Aggregator, Collector
-from llmload.scenario import validate_data
-from llmload.secrets import redact
+from llmload.scenario import Scenario, validate_data
 from llmload.sinks.results import read_telemetry
 from llmload.summary import build_summary
 from llmload.throughput import Window
@@ -33,14 +32,14 @@ RUN_INFO = "run.json"
 INCOMPLETE = "incomplete"
 
 
-def run_info(scenario: Any, run_id: str, mode: str, started_at: float) -> dict[str, Any]:
+def run_info(scenario: Scenario, run_id: str, mode: str, started_at: float) -> dict[str, Any]:
     """run.json: what a run is, written when its load starts (secrets removed)."""
     return {
         "run_id": run_id,
         "started_at": started_at,
         "mode": mode,
         "scenario_file": scenario.source,
-        "scenario": redact(scenario.model_dump(mode="json", exclude_none=True)),
+        "scenario": scenario.public_dict(),  # every field, nulls included: a null is a choice
     }
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from llmload.locust.controller import LLMRun
     from llmload.locust.signals import RunSignals
     from llmload.results_model import Summary
+    from llmload.sinks.influx import InfluxSink
     from llmload.sinks.influx_preflight import Preflight
     from llmload.targets import Prepared
 
@@ -29,7 +30,7 @@ class ProcessState:
     conductor: Conductor | None = None  # the plan and the results (a local runner or a master)
     prepared: Prepared | None = None  # simulators llmload started for the run
     allow_worker_loss: bool = False
-    sink: Any = None  # the InfluxDB sink, when the scenario writes there
+    sink: InfluxSink | None = None  # the InfluxDB sink, when the scenario writes there
     preflight: Preflight | None = None  # what the InfluxDB check found at start (summary run.influx)
     pending_step: dict[str, Any] | None = None  # a worker: a step message that came before the scenario
     exit_code: int | None = None

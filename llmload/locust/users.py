@@ -16,6 +16,7 @@ import gevent
 from geventhttpclient.url import URL
 from locust import FastHttpUser, constant, task
 
+from llmload.scenario import Scenario, Target
 from llmload.stamps import ReadStamps
 from llmload.transport import GeventTransport
 
@@ -23,7 +24,8 @@ from llmload.transport import GeventTransport
 class LLMRun(Protocol):
     """What a user needs of its run (llmload/locust/controller.py's LLMRun)."""
 
-    sc: Any
+    @property
+    def sc(self) -> Scenario: ...
 
     def read_stamps(self, target: str) -> ReadStamps: ...
 
@@ -65,7 +67,7 @@ class LLMUser(FastHttpUser):
         run.closed_loop_iteration(self, self._transport)
 
 
-def make_user_class(target: Any, run: LLMRun) -> type[LLMUser]:
+def make_user_class(target: Target, run: LLMRun) -> type[LLMUser]:
     client = run.sc.client
     attrs = {
         "host": target.base_url or "http://127.0.0.1",
