@@ -82,33 +82,7 @@ def client_health(
             unreliable.append(f"{head}: timings are not trustworthy")
         else:
             notes.append(head + corrected)
-    flags: list[FigureFlag] = []
-    for t in kernel:
-        s = stamps[t]
-        if s.coalesced_reads > COALESCED_FLAG * s.kernel_reads:
-            share = s.coalesced_reads / s.kernel_reads
-            why = (
-                f"{s.coalesced_reads} of {s.kernel_reads} reads ({share:.1%}) brought several chunks at once: "
-                "the gaps between them are lost"
-            )
-            flags.append(FigureFlag(target=t, metric="itl", why=why))
-        delay = s.delay.summary_ms().get("p99")
-        late = lagging or (delay is not None and delay > LATE_READ_MS)
-        reasons = []
-        if s.user_first_tokens > USER_FIRST_TOKENS_FLAG * s.first_tokens:
-            reasons.append(
-                f"{s.user_first_tokens} of {s.first_tokens} first tokens were stamped in user space"
-            )
-        if s.coalesced_first_tokens > COALESCED_FLAG * s.first_tokens:
-            reasons.append(
-                f"{s.coalesced_first_tokens} of {s.first_tokens} first tokens came in one read with later "
-                "ones (stamped at the last one's arrival)"
-            )
-        if late and reasons:
-            why = "; ".join(reasons) + (
-                f" while the client read late (client delay p99 {delay or 0:.1f} ms, loop lag p99 {p99 or 0:.1f} ms)"
-            )
-            flags.append(FigureFlag(target=t, metric="ttft", why=why))
+    flags = [f for t in kernel for f in figure_flags(t, stamps[t], lagging, p99)]
     if selftest is not None and selftest.warning:
         notes.append(selftest.warning)
     health = ClientHealth(
@@ -123,3 +97,32 @@ def client_health(
     if selftest is not None:  # set only when it ran: summary.json leaves the key out otherwise
         health.selftest = selftest
     return health
+
+
+def figure_flags(target: str, s: ReadStamps, lagging: bool, lag_p99: float | None) -> list[FigureFlag]:
+    """The figures of one kernel-stamped target that its reads make wrong: ITL when reads came
+    coalesced, TTFT when first tokens were stamped late while the client read late."""
+    flags: list[FigureFlag] = []
+    if s.coalesced_reads > COALESCED_FLAG * s.kernel_reads:
+        share = s.coalesced_reads / s.kernel_reads
+        why = (
+            f"{s.coalesced_reads} of {s.kernel_reads} reads ({share:.1%}) brought several chunks at once: "
+            "the gaps between them are lost"
+        )
+        flags.append(FigureFlag(target=target, metric="itl", why=why))
+    delay = s.delay.summary_ms().get("p99")
+    late = lagging or (delay is not None and delay > LATE_READ_MS)
+    reasons = []
+    if s.user_first_tokens > USER_FIRST_TOKENS_FLAG * s.first_tokens:
+        reasons.append(f"{s.user_first_tokens} of {s.first_tokens} first tokens were stamped in user space")
+    if s.coalesced_first_tokens > COALESCED_FLAG * s.first_tokens:
+        reasons.append(
+            f"{s.coalesced_first_tokens} of {s.first_tokens} first tokens came in one read with later "
+            "ones (stamped at the last one's arrival)"
+        )
+    if late and reasons:
+        why = "; ".join(reasons) + (
+            f" while the client read late (client delay p99 {delay or 0:.1f} ms, loop lag p99 {lag_p99 or 0:.1f} ms)"
+        )
+        flags.append(FigureFlag(target=target, metric="ttft", why=why))
+    return flags

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from llmload.load.plan import PlanStep
 from llmload.results_model import LostWorker, SelfTest, Step
 
 
@@ -30,3 +31,19 @@ class RunOutcome:
 
     def lost(self, worker: str) -> bool:
         return any(w.worker == worker for w in self.lost_workers)
+
+
+def step_entered(ps: PlanStep, start: float) -> Step:
+    """The record of a plan step entered at ``start`` (its end is set when the next one begins)."""
+    st = ps.step
+    users = None if st.open_loop else st.users
+    return Step(
+        phase=st.phase,
+        level=st.level,
+        targets=list(ps.targets),
+        start=start,
+        end=None,
+        target_rate=st.rate,
+        users=users,
+        planned_s=st.planned_s,
+    )

@@ -144,25 +144,7 @@ def build_summary(
             block.server_agreement = _agreement(tg.name, all_st, agg, telemetry)
         targets[tg.name] = block
     steps = [Step.model_validate(m) for m in (extra_run or {}).get("steps") or []]
-    levels = []
-    for ph, lv in agg.level_order:
-        if lv == WARMUP:
-            continue
-        d = agg.levels[(ph, lv)]
-        blocks = {t: level_target(s, agg.target_windows(t, (ph, lv))) for t, s in d.items()}
-        for t, b in blocks.items():
-            meta = next((m for m in steps if m.phase == ph and m.level == lv and t in m.targets), None)
-            if meta is not None and meta.end is not None:
-                dur = _measured_span(meta, steps, t, scenario.load.warmup)
-                b.rate = LevelRate(
-                    target=meta.target_rate,
-                    achieved=round(b.requests.sent / dur, 4),
-                    level_duration_s=round(dur, 3),
-                )
-                b.users = meta.users
-            if open_streams is not None:
-                b.max_open = open_streams.get((ph, lv, t), 0)
-        levels.append(Level(phase=ph, level=lv, value=_level_value(lv), targets=blocks))
+    levels = _levels(agg, steps, scenario.load.warmup, open_streams)
     run: dict[str, Any] = {
         "run_id": run_id,
         "scenario_name": scenario.name,
@@ -189,6 +171,32 @@ def build_summary(
     if extra_run:
         run.update(extra_run)
     return Summary(schema=SCHEMA, run=RunBlock.model_validate(run), targets=targets, levels=levels)
+
+
+def _levels(
+    agg: Aggregator, steps: list[Step], warmup: float, open_streams: dict[tuple[str, str, str], int] | None
+) -> list[Level]:
+    """Each level's figures per target, with the load it asked for and reached."""
+    levels = []
+    for ph, lv in agg.level_order:
+        if lv == WARMUP:
+            continue
+        d = agg.levels[(ph, lv)]
+        blocks = {t: level_target(s, agg.target_windows(t, (ph, lv))) for t, s in d.items()}
+        for t, b in blocks.items():
+            meta = next((m for m in steps if m.phase == ph and m.level == lv and t in m.targets), None)
+            if meta is not None and meta.end is not None:
+                dur = _measured_span(meta, steps, t, warmup)
+                b.rate = LevelRate(
+                    target=meta.target_rate,
+                    achieved=round(b.requests.sent / dur, 4),
+                    level_duration_s=round(dur, 3),
+                )
+                b.users = meta.users
+            if open_streams is not None:
+                b.max_open = open_streams.get((ph, lv, t), 0)
+        levels.append(Level(phase=ph, level=lv, value=_level_value(lv), targets=blocks))
+    return levels
 
 
 def _agreement(

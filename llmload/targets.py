@@ -127,33 +127,12 @@ def wait_ready(
             headers = {}
             if t.api_key_env and env.get(t.api_key_env):
                 headers["Authorization"] = f"Bearer {env[t.api_key_env]}"
-            last = "no answer"
             while True:
-                try:
-                    r = client.get(base + "/health", headers=headers)
-                    if r.status_code == 200 or r.status_code == 404:  # some servers have no /health
-                        m = client.get(base + "/v1/models", headers=headers)
-                        if m.status_code == 200:
-                            ids = [d.get("id") for d in m.json().get("data", []) if isinstance(d, dict)]
-                            if t.model is None and ids:
-                                defaults[t.name] = str(ids[0])
-                                break
-                            if t.model is not None and t.model in ids:
-                                break
-                            if ids:
-                                raise TargetNotReady(
-                                    f"target {t.name} ({base}): model {t.model!r} is not served "
-                                    f"(it serves: {', '.join(map(str, ids))})"
-                                )
-                            last = "/v1/models lists no model yet"
-                        else:
-                            last = f"/v1/models answered HTTP {m.status_code}"
-                    else:
-                        last = f"/health answered HTTP {r.status_code}"
-                except httpx.HTTPError as e:
-                    last = _http_error(e)
-                except ValueError:
-                    last = "/v1/models did not return JSON"
+                served, last = _probe(client, t, base, headers)
+                if served is not None:
+                    if t.model is None:
+                        defaults[t.name] = served
+                    break
                 now = time.monotonic()
                 if now > deadline:
                     raise TargetNotReady(
@@ -168,6 +147,31 @@ def wait_ready(
                     next_say = now + every_s
                 time.sleep(0.25)
     return defaults
+
+
+def _probe(client: httpx.Client, t: Target, base: str, headers: dict[str, str]) -> tuple[str | None, str]:
+    """One look at a target: (the model it serves for this target, or None; what it answered)."""
+    try:
+        r = client.get(base + "/health", headers=headers)
+        if r.status_code not in (200, 404):  # some servers have no /health
+            return None, f"/health answered HTTP {r.status_code}"
+        m = client.get(base + "/v1/models", headers=headers)
+        if m.status_code != 200:
+            return None, f"/v1/models answered HTTP {m.status_code}"
+        ids = [str(d.get("id")) for d in m.json().get("data", []) if isinstance(d, dict)]
+    except httpx.HTTPError as e:
+        return None, _http_error(e)
+    except ValueError:
+        return None, "/v1/models did not return JSON"
+    if t.model is None and ids:
+        return ids[0], ""
+    if t.model is not None and t.model in ids:
+        return t.model, ""
+    if ids:
+        raise TargetNotReady(
+            f"target {t.name} ({base}): model {t.model!r} is not served (it serves: {', '.join(ids)})"
+        )
+    return None, "/v1/models lists no model yet"
 
 
 def _http_error(e: httpx.HTTPError) -> str:

@@ -7,7 +7,8 @@ the results directory when Locust quits.
 
 How the run ends is one typed value, ``self.outcome`` (llmload/run_outcome.py), written only by
 the methods below: the plugin, the web UI hooks, the signal handlers and the distribution code
-call them (``begin``, ``interrupt``, ``stop_from_ui``, ``assign_slots``, ...) and set nothing.
+call them (``begin``, ``interrupt``, ``stop_from_ui``, ``fleet.assign``, ...) and set nothing.
+A master's workers are its ``fleet`` (fleet.py); how the load stops is its ``drain`` (drain.py).
 """
 
 from __future__ import annotations
@@ -15,22 +16,24 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import gevent
 
 from llmload.exitcodes import EXIT_INPUT
 from llmload.load.plan import PlanStep, users_at
 from llmload.locust.controller import LLMRun
-from llmload.locust.intervals import Intervals
-from llmload.locust.livecharts import ChartSeries
+from llmload.locust.drain import Drain, stop_condition
+from llmload.locust.fleet import Fleet
+from llmload.locust.intervals import EventSink, Intervals
 from llmload.locust.liveview import LiveView
 from llmload.locust.readiness import WorkerReadiness
+from llmload.locust.telemetry_hook import TelemetryScraper
 from llmload.locust.users import class_name
 from llmload.resolved import ResolvedRun
-from llmload.results_model import LostWorker, SelfTest, Step
-from llmload.run_outcome import RunOutcome
+from llmload.results_model import SelfTest
+from llmload.run_outcome import RunOutcome, step_entered
 from llmload.runstate import WARMUP, Aggregator
 from llmload.scenario import Scenario
 from llmload.sinks.results import ResultsWriter
@@ -40,30 +43,11 @@ log = logging.getLogger("llmload")
 
 MSG_SCENARIO = "llmload_scenario"
 MSG_STEP = "llmload_step"
-MSG_DRAIN = "llmload_drain"
-MSG_ABORT = "llmload_abort"
-WORKER_LOST_AFTER_S = 8.0
 # An open-loop step's schedule starts this long after its tick, so the tick's own work, the drivers'
 # start and the message to the workers do not make its first arrivals late (they were: 48-55 ms).
 OPEN_LOOP_LEAD_S = 0.1
 Tick = tuple[int, float, "list[Any] | None"]  # Locust's shape tuple: users, spawn rate, user classes
 IDLE: Tick = (0, 50.0, None)  # no users: before the plan, between levels, while draining
-
-
-class EventSink(Protocol):
-    """What the conductor feeds each interval and event (the InfluxDB sink, the live view, its charts)."""
-
-    def interval(self, row: dict[str, Any]) -> None: ...
-
-    def event(self, kind: str, text: str) -> None: ...
-
-
-class Scraper(Protocol):
-    """The engine /metrics scraper (llmload/locust/telemetry_hook.py's TelemetryScraper)."""
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class Conductor:
@@ -89,17 +73,13 @@ class Conductor:
         self.step_no = -1
         self.step_started = 0.0
         self.settle_until = 0.0
-        self.drain_deadline = 0.0
-        self.aborted = False
         self.finalized = False  # the run is ending (its results are being written): it ends once
         self.frozen = False  # summary.json is being built: late worker reports change nothing
-        self.known_workers: dict[str, float] = {}
         self.sinks: list[EventSink] = []
-        self.scraper: Scraper | None = None
-        # worker -> its share of the plan: slot k of worker_count (-1: none, it joined with none free)
-        self.worker_slots: dict[str, int] = {}
-        self.worker_count = 0
-        self.generation = 0  # how many times workers were given the scenario (the start, late joiners)
+        self.scraper: TelemetryScraper | None = None
+        self.fleet = Fleet(self.outcome, self.agg, list(run.targets), self.event)  # a master's workers
+        send = (lambda msg: self.env.runner.send_message(msg, {})) if self.distributed else None
+        self.drain = Drain(run, self.agg, self.outcome, self.sc.load.stop_grace, send=send, event=self.event)
         self.readiness = WorkerReadiness(self.sc.client.ready_timeout)  # distributed: workers reach targets
         self._last_tick: Tick | None = None
         self._send_scenario = send_scenario  # distribution.send_scenario (a master)
@@ -124,7 +104,7 @@ class Conductor:
     def add_sink(self, sink: EventSink) -> None:
         self.sinks.append(sink)
 
-    def attach_scraper(self, scraper: Scraper) -> None:
+    def attach_scraper(self, scraper: TelemetryScraper) -> None:
         """The engine scraper, started now: its baseline scrape comes before any load."""
         self.scraper = scraper
         scraper.start()
@@ -142,60 +122,23 @@ class Conductor:
 
     def stop_from_ui(self) -> None:
         """The web UI's Stop: no new requests, the open streams cut now (recorded ``aborted``)."""
-        self.aborted = True
-        self.outcome.cut_why = "stopped from the web UI"
-        self.outcome.stop_reason = self.outcome.stop_reason or "stopped from the web UI"
+        self.drain.stop_now("stopped from the web UI")
 
     def mark_done(self) -> None:
         """The web UI's Stop before the plan's end: the run ends now, as it is."""
         self.state = "done"
-
-    def assign_slots(self, ids: list[str]) -> list[tuple[str, int]]:
-        """Master: a slot of the plan for each worker that has none (k of n; -1: none free), newest first.
-
-        The workers connected at the start share the plan by slot. One that connects later takes the
-        slot of a lost worker (its share goes on, with request indexes of its own generation) or,
-        with no slot free, idles until the next test.
-        """
-        new = [cid for cid in ids if cid not in self.worker_slots]
-        if not new:
-            return []
-        if not self.worker_slots:
-            self.worker_count = len(ids)
-        held = {k for w, k in self.worker_slots.items() if not self.outcome.lost(w)}
-        free = [k for k in range(self.worker_count) if k not in held]
-        self.generation += 1
-        out = []
-        for cid in new:
-            k = free.pop(0) if free else -1
-            self.worker_slots[cid] = k
-            self.known_workers.setdefault(cid, time.time())
-            if self.generation > 1:
-                joined = (
-                    f"takes slot {k} of {self.worker_count}"
-                    if k >= 0
-                    else "no free slot, idle until the next test"
-                )
-                self.event("worker_joined", f"worker {cid} joined mid-run: {joined}", worker=cid)
-            out.append((cid, k))
-        return out
 
     # --- plan -------------------------------------------------------------------
     def tick(self) -> Tick | None:
         now = time.time()
         self.pull()
         if self.distributed:
-            self.check_workers(now)
-        if self.distributed and self._send_scenario is not None:
-            self._send_scenario(self, self.env.runner)
-        if (
-            self.state == "init"
-            and self.distributed
-            and self.outcome.interrupted is None
-            and not self.workers_ready()
-        ):
-            self._last_tick = IDLE
-            return self._last_tick
+            self.fleet.check(now, self._clients())
+            if self._send_scenario is not None:
+                self._send_scenario(self, self.env.runner)
+            if self.state == "init" and self.outcome.interrupted is None and not self.workers_ready():
+                self._last_tick = IDLE
+                return self._last_tick
         if self.state == "init":
             self.outcome.run_t0 = now
             if self.outcome.interrupted is not None:  # a signal came before the first tick: send nothing
@@ -204,47 +147,48 @@ class Conductor:
                 self.enter_step(0, now)
         if self.state in ("running", "settle") and self.outcome.stop_reason is None:
             self.check_stop_conditions()
-        if self.state == "running":
-            ps = self.run.plan[self.step_no]
-            st = ps.step
-            elapsed = now - self.step_started
-            done = st.duration is not None and elapsed >= st.duration
-            if st.max_requests is not None:
-                done = done or all(self.step_requests(ps, t) >= st.max_requests for t in ps.targets)
-            if not done and self.sc.load.stop_on_slo_miss and self.sc.slo is not None:
-                level = self.agg.levels.get((st.phase, st.level), {})
-                why = step_miss(level, ps, self.sc.slo, self.run.source.turns_max)
-                if why is not None:
-                    self.event("slo_missed", f"step {st.level} ended early, its SLOs missed: {why}")
-                    done = True
-            if done:
-                if st.settle_after > 0 and self.step_no + 1 < len(self.run.plan):
-                    self.state = "settle"
-                    self._close_step(now)
-                    self.settle_until = now + st.settle_after
-                    self.broadcast_step(len(self.run.plan) + 1, now)  # no step: users idle, no arrivals
-                    self.event("phase", f"settle {st.settle_after:g} s after {st.level}")
-                else:
-                    self.enter_step(self.step_no + 1, now)
+        if self.state == "running" and self._step_done(now):
+            self._next_step(now)
         elif self.state == "settle" and now >= self.settle_until:
             self.enter_step(self.step_no + 1, now)
         if self.state == "draining":
             self.drain_tick(now)
-            if self.state == "done":
-                return None
-            return IDLE
-        if self.state == "running":
-            tup = self.users_for(self.run.plan[self.step_no])
-            last = self._last_tick
-            if tup[0] and last is not None and last[0] and last[2] != tup[2]:
-                # Locust keeps the old users when only the classes change at the same count:
-                # stop them first (gracefully, in-flight streams finish), start the new ones next tick.
-                self._last_tick = IDLE
-                return self._last_tick
-            self._last_tick = tup
-            return tup
-        self._last_tick = IDLE
-        return self._last_tick
+            return None if self.state == "done" else IDLE
+        tup = self.users_for(self.run.plan[self.step_no]) if self.state == "running" else IDLE
+        last = self._last_tick
+        if tup[0] and last is not None and last[0] and last[2] != tup[2]:
+            # Locust keeps the old users when only the classes change at the same count:
+            # stop them first (gracefully, in-flight streams finish), start the new ones next tick.
+            tup = IDLE
+        self._last_tick = tup
+        return tup
+
+    def _step_done(self, now: float) -> bool:
+        """The running step is over: its time is up, its requests are sent, or its SLOs were missed."""
+        ps = self.run.plan[self.step_no]
+        st = ps.step
+        done = st.duration is not None and now - self.step_started >= st.duration
+        if st.max_requests is not None:
+            done = done or all(self.step_requests(ps, t) >= st.max_requests for t in ps.targets)
+        if not done and self.sc.load.stop_on_slo_miss and self.sc.slo is not None:
+            level = self.agg.levels.get((st.phase, st.level), {})
+            why = step_miss(level, ps, self.sc.slo, self.run.source.turns_max)
+            if why is not None:
+                self.event("slo_missed", f"step {st.level} ended early, its SLOs missed: {why}")
+                done = True
+        return done
+
+    def _next_step(self, now: float) -> None:
+        """After a step: settle (no load) when it asks for it and another step follows, else the next."""
+        st = self.run.plan[self.step_no].step
+        if st.settle_after > 0 and self.step_no + 1 < len(self.run.plan):
+            self.state = "settle"
+            self._close_step(now)
+            self.settle_until = now + st.settle_after
+            self.broadcast_step(len(self.run.plan) + 1, now)  # no step: users idle, no arrivals
+            self.event("phase", f"settle {st.settle_after:g} s after {st.level}")
+        else:
+            self.enter_step(self.step_no + 1, now)
 
     def step_requests(self, ps: PlanStep, target: str) -> int:
         """Requests of ``target`` in this step (the first step's warm-up too: sent against its budget)."""
@@ -266,18 +210,7 @@ class Conductor:
         ps = self.run.plan[number]
         start = now + (OPEN_LOOP_LEAD_S if ps.step.open_loop else 0.0)
         self.step_no, self.step_started, self.state = number, start, "running"
-        self.outcome.steps.append(
-            Step(
-                phase=ps.step.phase,
-                level=ps.step.level,
-                targets=list(ps.targets),
-                start=start,
-                end=None,
-                target_rate=ps.step.rate,
-                users=None if ps.step.open_loop else ps.step.users,
-                planned_s=ps.step.planned_s,
-            )
-        )
+        self.outcome.steps.append(step_entered(ps, start))
         self.broadcast_step(number, start)
         self.event(
             "phase",
@@ -304,38 +237,15 @@ class Conductor:
             return
         self._close_step(time.time())
         self.state = "draining"
-        self.outcome.stop_reason = self.outcome.stop_reason or reason
-        self.drain_deadline = time.time() + self.sc.load.stop_grace
-        self.run.start_draining()
-        if self.distributed:
-            self.env.runner.send_message(MSG_DRAIN, {})
-        self.event(
-            "stop",
-            f"load stopped: {reason}; waiting up to {self.sc.load.stop_grace:g} s for in-flight streams",
-        )
+        self.drain.start(reason)
 
     def drain_tick(self, now: float) -> None:
-        """While draining: done once every stream has ended; cut what is open when stop_grace runs out."""
-        if self.drained() or now > self.drain_deadline + 10:
+        """While draining: done once every stream has ended (llmload/locust/drain.py)."""
+        if self.drain.over(now):
             self.state = "done"
-        elif now > self.drain_deadline and not self.aborted:
-            self.cut_inflight(
-                f"stop grace of {self.sc.load.stop_grace:g} s ran out: cutting in-flight streams"
-            )
-
-    def cut_inflight(self, why: str) -> None:
-        """End every open stream now; each is recorded as ``aborted`` with its partial figures."""
-        self.aborted = True
-        self.outcome.cut_why = why
-        self.event("warning", why)
-        if self.distributed:
-            self.env.runner.send_message(MSG_ABORT, {})
-        else:
-            gevent.spawn(self.run.abort_inflight)
 
     def interrupt(self, signal_name: str) -> None:
         """A signal: stop new requests and drain (the first time), cut open streams (the second)."""
-        now = time.time()
         if self.state == "done":  # the run had ended; its results are being written as they are
             return
         if self.outcome.interrupted is None:
@@ -345,44 +255,31 @@ class Conductor:
             if self.state in ("running", "settle"):
                 self.start_drain(f"{signal_name} received")
             return
-        if self.state == "draining" and not self.aborted:
-            self.drain_deadline = min(self.drain_deadline, now)
-            self.cut_inflight(f"{signal_name} again: cutting in-flight streams now")
+        if self.state == "draining" and not self.drain.cut:
+            self.drain.cut_now(f"{signal_name} again: cutting in-flight streams now")
 
     def finish_drain(self) -> None:
         """Drain to the end here (the web UI quitting mid-run): the shape's ticks may have stopped."""
         if self.distributed and self.state in ("running", "settle", "draining"):
-            self.check_workers(time.time())  # Locust stops the test itself when its last worker goes missing
+            self.fleet.check(
+                time.time(), self._clients()
+            )  # Locust stops the test itself when its last worker goes missing
         if self.state in ("running", "settle"):
             o = self.outcome
             o.quit_early = o.interrupted is None and o.stop_reason is None
             self.start_drain(o.interrupted or "the process is quitting")
         while self.state == "draining":
             if self.distributed:
-                self.check_workers(time.time())
+                self.fleet.check(time.time(), self._clients())
             self.pull()
             self.drain_tick(time.time())
             if self.state == "draining":
                 gevent.sleep(0.2)
 
-    def drained(self) -> bool:
-        for t in self.run.targets:
-            if self.agg.total_in_flight(t) > 0:
-                return False
-            if self.agg.completed_live(t) < self.agg.total_sent(t):
-                return False
-        return True
-
     def check_stop_conditions(self) -> None:
-        ld = self.sc.load
-        failed = self.agg.failed()
-        total = sum(self.agg.completed(t) for t in self.run.targets)
-        if ld.stop_on_failures is not None and failed >= ld.stop_on_failures:
-            self.start_drain(f"{failed} failed requests (stop_on_failures {ld.stop_on_failures})")
-        elif (
-            ld.stop_on_failure_ratio is not None and total >= 20 and failed / total > ld.stop_on_failure_ratio
-        ):
-            self.start_drain(f"failure ratio {failed / total:.1%} above {ld.stop_on_failure_ratio:.1%}")
+        why = stop_condition(self.sc.load, self.agg, list(self.run.targets))
+        if why is not None:
+            self.start_drain(why)
 
     # --- data flow ------------------------------------------------------------------
     def pull(self) -> None:
@@ -393,23 +290,17 @@ class Conductor:
 
     def worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         delta = data.get("llmload")
-        if delta and not self.frozen:  # once summary.json is being written, its figures are final
-            self.known_workers[client_id] = time.time()
-            if self.outcome.lost(client_id):
-                return
+        # once summary.json is being written, its figures are final
+        if delta and not self.frozen and self.fleet.reported(client_id):
             self.agg.merge(delta)
 
     def workers_ready(self) -> bool:
         """Distributed, before step 0: has every worker reached every target? (readiness.py)"""
         if self.outcome.not_ready is not None:
             return False
-        lost = {w.worker for w in self.outcome.lost_workers}
-        live = [w for w, k in self.worker_slots.items() if k >= 0 and w not in lost]
-        why = self.readiness.failure(live)
-        if why is None and not live and lost:
-            why = f"every worker was lost before the start ({', '.join(sorted(lost))})"
+        why = self.fleet.why_not_ready(self.readiness)
         if why is None:
-            return self.readiness.ready(live)
+            return self.readiness.ready(self.fleet.live())
         self.outcome.not_ready = why
         print(f"llmload: {why}; nothing was sent", file=sys.stderr, flush=True)
         self.env.process_exit_code = EXIT_INPUT  # as a target not ready in a local run
@@ -418,57 +309,15 @@ class Conductor:
         gevent.spawn(runner.quit if headless else runner.stop)  # not from this greenlet: the runner's own
         return False
 
-    def worker_leaving(self, wid: str, reason: str, in_flight: int) -> None:
-        """A worker was told to stop (departure.py): it drains its streams, then reports them."""
-        self.event(
-            "worker_leaving", f"worker {wid} leaving ({reason}): {in_flight} stream(s) in flight", worker=wid
-        )
-        log.warning(
-            "llmload: worker %s leaving (%s); waiting for its %d in-flight stream(s)", wid, reason, in_flight
-        )
-
     def worker_left(self, wid: str, reason: str) -> None:
-        """A worker left after its final report: every record it sent is here.
+        """A worker left after its final report (llmload/locust/fleet.py says when that is a loss)."""
+        if not self.frozen:
+            stopping = self.state in ("draining", "done") or self.outcome.interrupted is not None
+            self.fleet.left(wid, reason, stopping=stopping)
 
-        Before the plan's end its share of the plan is never sent: a lost worker (degraded, exit 3
-        unless --allow-worker-loss), named with its reason. While the run is already stopping, no loss.
-        """
-        if self.frozen or self.outcome.lost(wid):
-            return
-        if self.state in ("draining", "done") or self.outcome.interrupted is not None:
-            self.event("worker_left", f"worker {wid} left ({reason}) while the run was stopping", worker=wid)
-            self.known_workers.pop(wid, None)
-            return
-        self._lose(wid, time.time(), f"left mid-run ({reason})")
-
-    def check_workers(self, now: float) -> None:
-        runner = self.env.runner
-        clients = getattr(runner, "clients", {})
-        for wid, seen in list(self.known_workers.items()):
-            if self.outcome.lost(wid):
-                continue
-            c = clients.get(wid) if hasattr(clients, "get") else None
-            missing = c is None or getattr(c, "state", "") == "missing"
-            if missing or now - seen > WORKER_LOST_AFTER_S:
-                self._lose(wid, now, "stopped reporting")
-
-    def _lose(self, wid: str, now: float, why: str) -> None:
-        """Count a worker out: what it reported stays, what it sent and never reported is named."""
-        seen = self.known_workers.get(wid, now)
-        unaccounted = {
-            t: max(0, self.agg.sent.get(wid, {}).get(t, 0) - self.agg.completed_by(wid, t))
-            for t in self.run.targets
-        }
-        self.outcome.lost_workers.append(
-            LostWorker(worker=wid, t=now, last_report=seen, reason=why, unaccounted=unaccounted)
-        )
-        self.agg.forget_worker(wid)
-        self.outcome.reasons.append(
-            f"worker {wid} lost at {time.strftime('%H:%M:%S', time.gmtime(now))}Z: {why} "
-            f"(last report {now - seen:.1f} s earlier; requests sent but never reported: {unaccounted})"
-        )
-        self.event("worker_lost", f"worker {wid} {why}", worker=wid)
-        log.error("llmload: worker %s lost: %s (last report %.1f s earlier)", wid, why, now - seen)
+    def _clients(self) -> Mapping[str, Any]:
+        clients = getattr(self.env.runner, "clients", {})
+        return clients if hasattr(clients, "get") else {}
 
     def event(self, kind: str, text: str, **extra: Any) -> None:
         self.results.event(kind, text, **extra)
@@ -480,9 +329,7 @@ class Conductor:
 
     # --- intervals (llmload/locust/intervals.py) ------------------------------------------
     def start_intervals(self) -> None:
-        self.intervals.start()
-        if self.scraper is not None:
-            self.scraper.start()  # already started during readiness: a no-op then
+        self.intervals.start()  # (the scraper started during readiness)
 
     def stop_intervals(self) -> None:
         """Stop the interval loop, write the last (partial) interval, stop the scraper."""
@@ -494,13 +341,8 @@ class Conductor:
     def live_view(self) -> LiveView:
         """The tab's live view, fed by the aggregator's lines and each interval from its first use."""
         if self._live_view is None:
-            # Workers report every 3 s (Locust's WORKER_REPORT_INTERVAL); the local runner pulls every 1 s.
-            view = LiveView(list(self.run.targets), 4.0 if self.distributed else 1.5)
-            charts = ChartSeries(self.agg, view.targets, self.results.dir / "telemetry.jsonl")
-            view.charts = charts
-            self.agg.line_sinks.append(view.lines)
-            self.sinks += [view, charts]
-            self._live_view = view
+            self._live_view, charts = LiveView.attached(self.agg, self.distributed, self.results.dir)
+            self.sinks += [self._live_view, charts]
         return self._live_view
 
     def live_rows(self) -> list[dict[str, Any]]:

@@ -18,9 +18,10 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, MSG_SCENARIO, MSG_STEP, Conductor
+from llmload.locust.conductor import MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import MSG_LEAVING, MSG_LEFT
+from llmload.locust.drain import MSG_ABORT, MSG_DRAIN
 from llmload.locust.hooks import on
 from llmload.locust.readiness import MSG_REACH, check_from_worker
 from llmload.locust.state import ProcessState, state_of
@@ -109,9 +110,9 @@ def send_scenario(c: Conductor, runner: Any) -> None:
     A worker keeps its run for the whole test: sending it the scenario again would replace the run
     its users are issuing on, and their records would never be reported (measured: after one of
     two workers left, the other's 26 later requests reached the server and no record). How slots
-    are shared: ``Conductor.assign_slots``.
+    are shared: ``Fleet.assign`` (llmload/locust/fleet.py).
     """
-    assigned = c.assign_slots(sorted(runner.clients.keys()))
+    assigned = c.fleet.assign(sorted(runner.clients.keys()))
     if not assigned:
         return
     payload = scenario_payload(c.sc)
@@ -120,8 +121,8 @@ def send_scenario(c: Conductor, runner: Any) -> None:
             "scenario": payload,
             "source": c.sc.source,
             "slot": k,
-            "count": c.worker_count,
-            "generation": c.generation - 1,
+            "count": c.fleet.count,
+            "generation": c.fleet.generation - 1,
             "run_id": c.run_id,
             "sims": list(c.resolved.sim_targets),
         }
@@ -156,7 +157,7 @@ def _on_worker_report(st: ProcessState, client_id: str, data: dict[str, Any]) ->
 def _on_worker_leaving(environment: Any, msg: Any, **_: Any) -> None:
     st = state_of(environment)
     if st.conductor is not None:
-        st.conductor.worker_leaving(
+        st.conductor.fleet.leaving(
             msg.node_id, str(msg.data.get("reason")), int(msg.data.get("in_flight", 0))
         )
 

@@ -28,8 +28,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("llmload")
 
 
-class IntervalSink(Protocol):
+class EventSink(Protocol):
+    """What the conductor feeds each interval and event (the InfluxDB sink, the live view, its charts)."""
+
     def interval(self, row: dict[str, Any]) -> None: ...
+
+    def event(self, kind: str, text: str) -> None: ...
 
 
 class Host(Protocol):
@@ -44,7 +48,7 @@ class Host(Protocol):
     @property
     def results(self) -> ResultsWriter: ...
     @property
-    def sinks(self) -> Sequence[IntervalSink]: ...
+    def sinks(self) -> Sequence[EventSink]: ...
     @property
     def distributed(self) -> bool: ...
     @property

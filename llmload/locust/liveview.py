@@ -14,6 +14,7 @@ import io
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from llmload.histogram import percentile
@@ -65,6 +66,15 @@ class LiveView:
         self.first_start: float | None = None  # earliest request start seen (rates before W seconds)
         self.final: list[dict[str, Any]] | None = None  # set when the run's summary is written
         self.charts: ChartSeries | None = None  # the tab's charts (set by Conductor.live_view)
+
+    @classmethod
+    def attached(cls, agg: Aggregator, distributed: bool, results_dir: Path) -> tuple[LiveView, ChartSeries]:
+        """A view fed by ``agg``'s request lines, and its charts: both to be fed each interval and event."""
+        # Workers report every 3 s (Locust's WORKER_REPORT_INTERVAL); the local runner pulls every 1 s.
+        view = cls(list(agg.targets), 4.0 if distributed else 1.5)
+        view.charts = ChartSeries(agg, view.targets, results_dir / "telemetry.jsonl")
+        agg.line_sinks.append(view.lines)
+        return view, view.charts
 
     def finish(self, summary: Summary) -> None:
         """From now on the table shows the run's final figures (summary.json, warm-up excluded)."""

@@ -18,15 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gevent
 from locust import LoadTestShape, events
 from locust import runners as locust_runners
 from locust.runners import MasterRunner, WorkerRunner
 
-from llmload.concurrency import max_open_streams
 from llmload.exitcodes import EXIT_INPUT
-from llmload.finish import Observed, finalize, reports_failed
 from llmload.locust import distribution
+from llmload.locust.conclude import conclude, discard_unstarted
 from llmload.locust.conductor import Conductor
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import Departure
@@ -40,16 +38,14 @@ from llmload.locust.telemetry_hook import (
     make_sink,
     preflight_sink,
     target_tags,
-    write_summary_points,
 )
 from llmload.locust.users import make_user_class
 from llmload.locust.waits import watch_master, watch_workers
 from llmload.rebuild import RUN_INFO, run_info
 from llmload.report.levels import summary_text
 from llmload.resolved import Handoff, Mode, ResolvedRun, with_found, with_sims
-from llmload.results_model import SelfTest, Summary
+from llmload.results_model import SelfTest
 from llmload.scenario import Scenario
-from llmload.sinks.results import read_telemetry
 from llmload.sinks.terminal import render_table
 from llmload.yamlsrc import InputError
 
@@ -177,30 +173,9 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
 
 def setup(environment: Any, runner: Any, options: Any) -> None:
     """Build this process's run: simulators up, targets ready, the run resolved once, its conductor."""
-    from llmload.targets import start_sims, wait_ready
-
     st = state_of(environment)
-    sc = load_for_options(options)
-    check_api_keys(sc)
     distributed = isinstance(runner, MasterRunner)
-    if any(t.kind == "sim" and t.base_url is None for t in sc.targets):
-        # Distributed: the simulators listen where the master does, and each worker reaches them
-        # through its own --master-host (readiness.py checks that it can).
-        host = str(options.master_bind_host or "0.0.0.0") if distributed else "127.0.0.1"
-        st.prepared = start_sims(sc, host=host)
-        sc = with_sims(sc, st.prepared.addresses())
-        if distributed:
-            for sp in st.prepared.sims:
-                print(
-                    f"llmload: simulator for target {sp.name} listens on {sp.host}:{sp.port}; "
-                    "workers reach it through their --master-host",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    models = wait_ready(sc.targets, timeout_s=sc.client.ready_timeout)
-    # a salt drawn once per run, recorded in summary.json's run.scenario
-    salt = f"run-{secrets.token_hex(4)}" if sc.workload.salt is True else None
-    sc = with_found(sc, models, salt)
+    sc = ready_targets(st, load_for_options(options), options, distributed)
     run_id = f"{sc.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     mode: Mode = "distributed" if distributed else "local"
     resolved = ResolvedRun(
@@ -239,6 +214,30 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     if options.headless:
         logging.getLogger("locust.stats_logger").setLevel(logging.WARNING)
     conductor.event("start", f"run {run_id} starting ({len(sc.targets)} targets)")
+
+
+def ready_targets(st: ProcessState, sc: Scenario, options: Any, distributed: bool) -> Scenario:
+    """The simulators started and every target ready: the scenario with what that found out."""
+    from llmload.targets import start_sims, wait_ready
+
+    check_api_keys(sc)
+    if any(t.kind == "sim" and t.base_url is None for t in sc.targets):
+        # Distributed: the simulators listen where the master does, and each worker reaches them
+        # through its own --master-host (readiness.py checks that it can).
+        host = str(options.master_bind_host or "0.0.0.0") if distributed else "127.0.0.1"
+        st.prepared = start_sims(sc, host=host)
+        sc = with_sims(sc, st.prepared.addresses())
+        for sp in st.prepared.sims if distributed else []:
+            print(
+                f"llmload: simulator for target {sp.name} listens on {sp.host}:{sp.port}; "
+                "workers reach it through their --master-host",
+                file=sys.stderr,
+                flush=True,
+            )
+    models = wait_ready(sc.targets, timeout_s=sc.client.ready_timeout)
+    # a salt drawn once per run, recorded in summary.json's run.scenario
+    salt = f"run-{secrets.token_hex(4)}" if sc.workload.salt is True else None
+    return with_found(sc, models, salt)
 
 
 def capacity_selftest(c: Conductor, processes: int) -> SelfTest | None:
@@ -329,79 +328,3 @@ def finish_run(environment: Any, **_: Any) -> None:
         environment.process_exit_code = code
     finally:
         _stop_prepared(st)
-
-
-def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Summary, int]:
-    """The run's end, in order: stop measuring, judge (llmload/finish.py), publish to InfluxDB,
-    write summary.json, then the reports, which cannot change the verdict (a failure exits 4)."""
-    c.stop_intervals()
-    c.end(time.time())
-    c.pull()
-    c.event("stop", "run finished")
-    c.freeze()  # the reports are written off the event loop, while worker reports may arrive
-    c.results.flush()  # every request line on disk: the open streams per level are counted from them
-    observed = Observed(
-        cpu_samples=list(c.intervals.cpu_samples),
-        telemetry=read_telemetry(c.results.dir / "telemetry.jsonl"),
-        open_streams=max_open_streams(c.results.dir / "requests.jsonl"),
-    )
-    summary, code = finalize(c.resolved, c.outcome, c.agg, observed, allow_worker_loss=st.allow_worker_loss)
-    if st.sink is not None:
-        write_summary_points(st.sink, summary, target_tags(c.sc))  # the same figures as summary.json
-        closed = close_sink(st.sink)
-        if closed is not None and st.preflight is not None:
-            closed["preflight"] = st.preflight.model_dump()
-        summary.run.influx = closed
-    c.results.summary(summary)
-    c.results.flush()
-    if write_reports:
-        error = write_reports_off_loop(c.results.dir)
-        if error is not None:
-            code = reports_failed(summary, code, error)
-            c.results.summary(summary)
-    c.results.close()
-    return summary, code
-
-
-def write_reports_off_loop(results_dir: Path) -> str | None:
-    """report.html, report.md and junit.xml; None when written, else what went wrong (one line).
-
-    In a thread of gevent's pool: plotly's import and the HTML take seconds of CPU, during which a
-    master must keep answering its workers' heartbeats (they quit after 15 s without one) and the
-    web UI its page.
-    """
-    error = gevent.get_hub().threadpool.apply(_write_reports, (results_dir,))
-    if error is not None:
-        print(f"llmload: writing the reports failed: {error}", file=sys.stderr, flush=True)
-    return error if isinstance(error, str) else None
-
-
-def _write_reports(results_dir: Path) -> str | None:
-    """In the pool's thread: an error comes back as one line (gevent would print its traceback)."""
-    from llmload.report import write_all  # the report layer (HTML, Markdown, JUnit); loads plotly
-
-    try:
-        write_all(results_dir)
-    except Exception as e:  # noqa: BLE001 - a report failure must not lose the results
-        return f"{type(e).__name__}: {e}".splitlines()[0]
-    return None
-
-
-def discard_unstarted(st: ProcessState, c: Conductor) -> None:
-    """Drop a run that was built but never started: its scraper, its sink and its empty results."""
-    c.stop_intervals()
-    close_sink(st.sink)
-    c.results.close()
-    remove_unused_results(c.results.dir)
-
-
-def remove_unused_results(d: Path) -> None:
-    """A run built but never started leaves empty files only: remove them (and nothing else)."""
-    names = {p.name for p in d.iterdir()} if d.is_dir() else set()
-    if not names <= {"requests.jsonl", "timeseries.jsonl", "events.jsonl", "telemetry.jsonl", RUN_INFO}:
-        return
-    if "requests.jsonl" in names and (d / "requests.jsonl").stat().st_size:
-        return  # something was sent (timeseries rows alone are the intervals of the wait: all zero)
-    for n in names:
-        (d / n).unlink()
-    d.rmdir()

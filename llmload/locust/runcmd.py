@@ -151,41 +151,17 @@ def run_command(cmd: str, argv: list[str]) -> int:
     a, extra = ap.parse_known_args(argv)
     if a.sim:
         a.set = ["simulate=true", *a.set]
-    # Validate first: a bad file is one line and exit 2, before Locust starts.
-    from llmload.scenario import load_scenario
-
     try:
-        sc = load_scenario(a.scenario, a.set)
-        influx = _influx_override(a, sc)
-        check_targets_option(a.targets, [t.name for t in sc.targets])
-        if a.results:
-            check_results_dir(a.results)
-        if cmd in ("ui", "master") and not getattr(a, "headless", False):
-            check_port_free("--web-port", a.web_host, a.web_port)
-        if getattr(a, "master_bind_port", 0):
-            check_port_free("--master-bind-port", a.master_bind_host, a.master_bind_port)
+        sc = _validated(cmd, a)
         if any(p.executor == "capacity" for p in sc.load.phases):
-            if cmd != "run":
-                raise InputError(
-                    f"{a.scenario}: a capacity search runs headless: llmload capacity {a.scenario}"
-                )
             from llmload.capacity.cli import capacity_main
 
             return capacity_main(argv)
+        influx = _influx_override(a, sc)
     except InputError as e:
         print(f"llmload: {e}", file=sys.stderr)
         return 2
-    largs = ["-f", LOCUSTFILE, "--scenario", a.scenario, "-L", "WARNING"]
-    if a.results:
-        largs += ["--results", a.results]
-    if a.targets:
-        largs += ["--llm-targets", a.targets]
-    if a.quiet:
-        largs.append("--llm-quiet")
-    if a.no_reports:
-        largs.append("--llm-no-reports")
-    if a.allow_worker_loss:
-        largs.append("--allow-worker-loss")
+    largs = ["-f", LOCUSTFILE, "--scenario", a.scenario, "-L", "WARNING", *_llm_options(a)]
     sets = [*a.set]
     if influx is not None:  # for the web UI's form, should it load another scenario (not run's own path)
         sets.append("influx=" + json.dumps(influx.model_dump(mode="json", exclude_none=True)))
@@ -205,8 +181,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
         expect = a.expect_workers or workers or 1
         largs += ["--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port)]
         largs += ["--expect-workers", str(expect)]
-        for _ in range(workers):
-            procs.append(_spawn_worker("127.0.0.1", port))
+        procs = [_spawn_worker("127.0.0.1", port) for _ in range(workers)]
     try:
         return _locust_main(largs + extra)
     finally:
@@ -214,6 +189,35 @@ def run_command(cmd: str, argv: list[str]) -> int:
             _stop(p)
         handoff.unlink(missing_ok=True)
         handoff.parent.rmdir()
+
+
+def _validated(cmd: str, a: argparse.Namespace) -> Scenario:
+    """The scenario and the options checked first: a bad one is one line and exit 2, before Locust."""
+    from llmload.scenario import load_scenario
+
+    sc = load_scenario(a.scenario, a.set)
+    check_targets_option(a.targets, [t.name for t in sc.targets])
+    if a.results:
+        check_results_dir(a.results)
+    if cmd in ("ui", "master") and not getattr(a, "headless", False):
+        check_port_free("--web-port", a.web_host, a.web_port)
+    if getattr(a, "master_bind_port", 0):
+        check_port_free("--master-bind-port", a.master_bind_host, a.master_bind_port)
+    if cmd != "run" and any(p.executor == "capacity" for p in sc.load.phases):
+        raise InputError(f"{a.scenario}: a capacity search runs headless: llmload capacity {a.scenario}")
+    return sc
+
+
+def _llm_options(a: argparse.Namespace) -> list[str]:
+    """llmload's own options, as the plugin reads them from Locust's command line."""
+    out = ["--results", a.results] if a.results else []
+    out += ["--llm-targets", a.targets] if a.targets else []
+    flags = {
+        "--llm-quiet": a.quiet,
+        "--llm-no-reports": a.no_reports,
+        "--allow-worker-loss": a.allow_worker_loss,
+    }
+    return out + [flag for flag, on in flags.items() if on]
 
 
 def _handoff(sc: Scenario, key: tuple[str, tuple[str, ...], str]) -> Path:

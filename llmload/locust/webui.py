@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from flask import Flask
+    from flask import Blueprint, Flask
 
 from llmload.livewindow import WINDOW_S
 from llmload.locust.liveview import COLUMNS, display_rows, to_csv
 
 F = TypeVar("F", bound=Callable[..., Any])
+Handler = Callable[..., Any]  # a Flask view
 
 TAB_KEY = "llm"
 TAB_SCRIPT = """
@@ -101,7 +102,7 @@ def register(
     series: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """Add the LLM tab, its JSON/CSV routes and the start-form hook to Locust's web UI."""
-    from flask import Blueprint, Response, jsonify, make_response, request
+    from flask import Blueprint
 
     web_ui.template_args["extendedTabs"] = [{"title": "LLM", "key": TAB_KEY}]
     web_ui.template_args["extendedTables"] = [
@@ -115,6 +116,21 @@ def register(
     bp = Blueprint("llmload", __name__, url_prefix=prefix or None)
     auth: Callable[[F], F] = web_ui.auth_required_if_enabled
     app: Flask = web_ui.app
+    _add_routes(bp, auth, rows, status, series)
+    app.register_blueprint(bp)
+    _require_password(app)
+    _add_hooks(app, web_ui, rows, before_swarm)
+
+
+def _add_routes(
+    bp: Blueprint,
+    auth: Callable[[Handler], Handler],
+    rows: Callable[[], list[dict[str, Any]]],
+    status: Callable[[], dict[str, Any]] | None,
+    series: Callable[[], dict[str, Any]] | None,
+) -> None:
+    """The tab's JSON, CSV and script routes."""
+    from flask import Response, jsonify, make_response
 
     @bp.route("/llmload/live")
     @auth
@@ -151,8 +167,15 @@ def register(
         resp.headers["Content-Type"] = "application/javascript"
         return resp
 
-    app.register_blueprint(bp)
-    _require_password(app)
+
+def _add_hooks(
+    app: Flask,
+    web_ui: Any,
+    rows: Callable[[], list[dict[str, Any]]],
+    before_swarm: Callable[[dict[str, str]], str | None] | None,
+) -> None:
+    """Locust's stats JSON gets the tab's rows, its page the tab's script; Start goes through ``before_swarm``."""
+    from flask import Response, jsonify, request
 
     @app.after_request
     def _extend(response: Response) -> Response:

@@ -12,9 +12,9 @@ from typing import Any
 from locust import events
 from locust.runners import WorkerRunner
 
-from llmload.locust.conductor import MSG_ABORT, MSG_DRAIN, Conductor
+from llmload.locust.conclude import discard_unstarted
 from llmload.locust.hooks import on
-from llmload.locust.plugin import discard_unstarted, finish_run, setup
+from llmload.locust.plugin import finish_run, setup
 from llmload.locust.state import ProcessState, state_of
 from llmload.yamlsrc import InputError
 
@@ -158,18 +158,7 @@ def _webui_on_test_stopping(environment: Any, **_: Any) -> None:
         return
     if c is None or isinstance(environment.runner, WorkerRunner) or c.state in ("init", "done"):
         return
-    _cut_now(environment, c)
-
-
-def _cut_now(environment: Any, c: Conductor) -> None:
-    """Stop new requests and cut the open streams now (each recorded ``aborted``)."""
     c.stop_from_ui()
-    c.run.start_draining()
-    if c.distributed:
-        environment.runner.send_message(MSG_DRAIN, {})
-        environment.runner.send_message(MSG_ABORT, {})
-    else:
-        c.run.abort_inflight()
 
 
 @on(events.test_stop)
@@ -196,11 +185,11 @@ def _webui_finish(environment: Any) -> None:
     assert c is not None
     if c.state != "done":  # stopped from the UI before the plan ended: cut what is still open
         c.mark_done()
-        _cut_now(environment, c)
+        c.stop_from_ui()
     deadline = time.monotonic() + (8.0 if c.distributed else 0.0)
     while time.monotonic() < deadline:  # the workers' last reports (every 3 s)
         c.pull()
-        if c.drained():
+        if c.drain.drained():
             break
         gevent.sleep(0.2)
     st.web_last, st.web_last_verdict = c, None

@@ -1,0 +1,138 @@
+"""A master's workers: their shares of the plan (slots), when each last reported, and which were lost.
+
+    fleet = Fleet(outcome, agg, targets, event)   # owned by the Conductor (llmload/locust/conductor.py)
+
+A worker that stops reporting for ``WORKER_LOST_AFTER_S`` seconds, that Locust marks missing, or that
+leaves mid-run is lost: what it reported stays, and what it sent and never reported is named in the
+run's outcome (``RunOutcome.lost_workers``, ``reasons``), which this object alone writes for workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from llmload.locust.readiness import WorkerReadiness
+from llmload.results_model import LostWorker
+from llmload.run_outcome import RunOutcome
+from llmload.runstate import Aggregator
+
+log = logging.getLogger("llmload")
+
+WORKER_LOST_AFTER_S = 8.0
+
+
+class Fleet:
+    def __init__(
+        self, outcome: RunOutcome, agg: Aggregator, targets: list[str], event: Callable[..., None]
+    ) -> None:
+        self.outcome = outcome
+        self.agg = agg
+        self.targets = targets
+        self.event = event
+        self.last_seen: dict[str, float] = {}  # worker -> when it last reported (or was given the run)
+        # worker -> its share of the plan: slot k of count (-1: none, it joined with none free)
+        self.slots: dict[str, int] = {}
+        self.count = 0
+        self.generation = 0  # how many times workers were given the scenario (the start, late joiners)
+
+    def assign(self, ids: list[str]) -> list[tuple[str, int]]:
+        """A slot of the plan for each worker that has none (k of n; -1: none free).
+
+        The workers connected at the start share the plan by slot. One that connects later takes the
+        slot of a lost worker (its share goes on, with request indexes of its own generation) or,
+        with no slot free, idles until the next test.
+        """
+        new = [cid for cid in ids if cid not in self.slots]
+        if not new:
+            return []
+        if not self.slots:
+            self.count = len(ids)
+        held = {k for w, k in self.slots.items() if not self.outcome.lost(w)}
+        free = [k for k in range(self.count) if k not in held]
+        self.generation += 1
+        out = []
+        for cid in new:
+            k = free.pop(0) if free else -1
+            self.slots[cid] = k
+            self.last_seen.setdefault(cid, time.time())
+            if self.generation > 1:
+                joined = (
+                    f"takes slot {k} of {self.count}" if k >= 0 else "no free slot, idle until the next test"
+                )
+                self.event("worker_joined", f"worker {cid} joined mid-run: {joined}", worker=cid)
+            out.append((cid, k))
+        return out
+
+    def live(self) -> list[str]:
+        """Workers with a share of the plan that are not lost."""
+        return [w for w, k in self.slots.items() if k >= 0 and not self.outcome.lost(w)]
+
+    def why_not_ready(self, readiness: WorkerReadiness) -> str | None:
+        """Before the start: why the workers cannot begin (a target one cannot reach, all lost), or None."""
+        live = self.live()
+        why = readiness.failure(live)
+        lost = sorted(w.worker for w in self.outcome.lost_workers)
+        if why is None and not live and lost:
+            why = f"every worker was lost before the start ({', '.join(lost)})"
+        return why
+
+    def leaving(self, wid: str, reason: str, in_flight: int) -> None:
+        """A worker was told to stop (departure.py): it drains its streams, then reports them."""
+        self.event(
+            "worker_leaving", f"worker {wid} leaving ({reason}): {in_flight} stream(s) in flight", worker=wid
+        )
+        log.warning(
+            "llmload: worker %s leaving (%s); waiting for its %d in-flight stream(s)", wid, reason, in_flight
+        )
+
+    def reported(self, worker: str) -> bool:
+        """A worker's report arrived: True when its figures count (it was not counted out)."""
+        self.last_seen[worker] = time.time()
+        return not self.outcome.lost(worker)
+
+    def left(self, worker: str, reason: str, *, stopping: bool) -> None:
+        """A worker left after its final report: every record it sent is here.
+
+        Before the plan's end its share is never sent: a lost worker (degraded, exit 3 unless
+        --allow-worker-loss), named with its reason. While the run is already stopping, no loss.
+        """
+        if self.outcome.lost(worker):
+            return
+        if stopping:
+            self.event(
+                "worker_left", f"worker {worker} left ({reason}) while the run was stopping", worker=worker
+            )
+            self.last_seen.pop(worker, None)
+            return
+        self.lose(worker, time.time(), f"left mid-run ({reason})")
+
+    def check(self, now: float, clients: Mapping[str, Any]) -> None:
+        """Count out every worker Locust marks missing or that stopped reporting."""
+        for wid, seen in list(self.last_seen.items()):
+            if self.outcome.lost(wid):
+                continue
+            c = clients.get(wid)
+            missing = c is None or getattr(c, "state", "") == "missing"
+            if missing or now - seen > WORKER_LOST_AFTER_S:
+                self.lose(wid, now, "stopped reporting")
+
+    def lose(self, wid: str, now: float, why: str) -> None:
+        """Count a worker out: what it reported stays, what it sent and never reported is named."""
+        seen = self.last_seen.get(wid, now)
+        unaccounted = {
+            t: max(0, self.agg.sent.get(wid, {}).get(t, 0) - self.agg.completed_by(wid, t))
+            for t in self.targets
+        }
+        self.outcome.lost_workers.append(
+            LostWorker(worker=wid, t=now, last_report=seen, reason=why, unaccounted=unaccounted)
+        )
+        self.agg.forget_worker(wid)
+        self.outcome.reasons.append(
+            f"worker {wid} lost at {time.strftime('%H:%M:%S', time.gmtime(now))}Z: {why} "
+            f"(last report {now - seen:.1f} s earlier; requests sent but never reported: {unaccounted})"
+        )
+        self.event("worker_lost", f"worker {wid} {why}", worker=wid)
+        log.error("llmload: worker %s lost: %s (last report %.1f s earlier)", wid, why, now - seen)
