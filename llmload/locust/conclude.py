@@ -1,6 +1,7 @@
 """The end of a run in one process, in order: stop measuring, judge (llmload/finish.py), publish to
 InfluxDB, write summary.json, then the reports, which cannot change the verdict (a failure exits 4).
-Also the end of a run that never started: its empty results are removed.
+Also the end of a run that never started: its empty results are removed. ``finish_run`` listens on
+Locust's ``quitting`` (every headless run) and is called by the web UI's Stop.
 """
 
 from __future__ import annotations
@@ -8,17 +9,56 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import gevent
+from locust import events
 
 from llmload.concurrency import max_open_streams
 from llmload.finish import Observed, finalize, reports_failed
 from llmload.locust.conductor import Conductor
-from llmload.locust.state import ProcessState
+from llmload.locust.hooks import on
+from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import close_sink, target_tags, write_summary_points
 from llmload.rebuild import RUN_INFO
+from llmload.report.levels import summary_text
 from llmload.results_model import Summary
 from llmload.sinks.results import read_telemetry
+from llmload.sinks.terminal import render_table
+
+
+@on(events.quitting)
+def finish_run(environment: Any, **_: Any) -> None:
+    st = state_of(environment)
+    c = st.conductor
+    if st.run is not None:
+        st.run.stop_lag_monitor()
+    if c is None:
+        close_sink(st.sink)  # a worker's llm_request points
+        return
+    if c.finalized:  # the web UI's Stop wrote it already, or a second signal's shutdown
+        return
+    if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
+        c.begin_finish()
+        discard_unstarted(st, c)
+        stop_prepared(st)
+        st.forget_run()
+        return
+    c.finish_drain()  # the web UI quitting mid-test: in-flight streams end within stop_grace
+    c.begin_finish()
+    try:
+        opts = environment.parsed_options
+        summary, code = conclude(st, c, write_reports=not getattr(opts, "llm_no_reports", False))
+        st.summary, st.exit_code = summary, code
+        print("\n" + render_table(summary), flush=True)
+        levels = summary_text(summary)  # a sweep: each level judged on its own figures
+        if levels:
+            print("\n" + levels, flush=True)
+        print(f"results: {c.results.dir}", flush=True)
+        print(f"verdict: {summary.run.verdict}", flush=True)
+        environment.process_exit_code = code
+    finally:
+        stop_prepared(st)
 
 
 def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Summary, int]:
@@ -95,3 +135,9 @@ def remove_unused_results(d: Path) -> None:
     for n in names:
         (d / n).unlink()
     d.rmdir()
+
+
+def stop_prepared(st: ProcessState) -> None:
+    """Stop the simulators llmload started for this run, if any."""
+    if st.prepared is not None:
+        st.prepared.stop()

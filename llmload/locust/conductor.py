@@ -5,10 +5,9 @@ current step, tells the workers (or the local controller), watches stop
 conditions and lost workers, drains in-flight streams at the end, and writes
 the results directory when Locust quits.
 
-How the run ends is one typed value, ``self.outcome`` (llmload/run_outcome.py), written only by
-the methods below: the plugin, the web UI hooks, the signal handlers and the distribution code
-call them (``begin``, ``interrupt``, ``stop_from_ui``, ``fleet.assign``, ...) and set nothing.
-A master's workers are its ``fleet`` (fleet.py); how the load stops is its ``drain`` (drain.py).
+How the run ends is one typed value, ``self.outcome`` (llmload/run_outcome.py), written only by the
+methods here and of its ``fleet`` (a master's workers, fleet.py) and ``drain`` (how the load stops,
+drain.py): the plugin, web UI hooks, signal handlers and distribution code call them, never set it.
 """
 
 from __future__ import annotations
@@ -16,10 +15,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import gevent
+from locust import LoadTestShape
 
 from llmload.exitcodes import EXIT_INPUT
 from llmload.load.plan import PlanStep, users_at
@@ -28,7 +28,6 @@ from llmload.locust.drain import Drain, stop_condition
 from llmload.locust.fleet import Fleet
 from llmload.locust.intervals import EventSink, Intervals
 from llmload.locust.liveview import LiveView
-from llmload.locust.readiness import WorkerReadiness
 from llmload.locust.telemetry_hook import TelemetryScraper
 from llmload.locust.users import class_name
 from llmload.resolved import ResolvedRun
@@ -48,6 +47,19 @@ MSG_STEP = "llmload_step"
 OPEN_LOOP_LEAD_S = 0.1
 Tick = tuple[int, float, "list[Any] | None"]  # Locust's shape tuple: users, spawn rate, user classes
 IDLE: Tick = (0, 50.0, None)  # no users: before the plan, between levels, while draining
+
+
+class PlanShape(LoadTestShape):
+    """Locust's shape hook, driven by the scenario's plan."""
+
+    use_common_options = False
+
+    def __init__(self, conductor: Conductor) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # Locust's shape has no annotations
+        self.conductor = conductor
+
+    def tick(self) -> Tick | None:
+        return self.conductor.tick()
 
 
 class Conductor:
@@ -77,10 +89,12 @@ class Conductor:
         self.frozen = False  # summary.json is being built: late worker reports change nothing
         self.sinks: list[EventSink] = []
         self.scraper: TelemetryScraper | None = None
-        self.fleet = Fleet(self.outcome, self.agg, list(run.targets), self.event)  # a master's workers
+        # a master's workers, and whether they reach every target before the start
+        self.fleet = Fleet(
+            self.outcome, self.agg, list(run.targets), self.event, self.sc.client.ready_timeout
+        )
         send = (lambda msg: self.env.runner.send_message(msg, {})) if self.distributed else None
         self.drain = Drain(run, self.agg, self.outcome, self.sc.load.stop_grace, send=send, event=self.event)
-        self.readiness = WorkerReadiness(self.sc.client.ready_timeout)  # distributed: workers reach targets
         self._last_tick: Tick | None = None
         self._send_scenario = send_scenario  # distribution.send_scenario (a master)
         self._live_view: LiveView | None = None
@@ -92,8 +106,10 @@ class Conductor:
 
     # --- what the plugin, the web UI and the distribution code tell it ------------------
     def begin(self, now: float) -> None:
-        """The test starts (Locust's test_start): the run's clock starts here."""
+        """The test starts (Locust's test_start): the run's clock and its intervals start here (the
+        scraper started during readiness)."""
         self.outcome.started_at = now
+        self.intervals.start()
 
     def end(self, now: float) -> None:
         self.outcome.ended_at = now
@@ -111,10 +127,8 @@ class Conductor:
 
     def begin_finish(self) -> bool:
         """The run's results are about to be written: True the first time, False after."""
-        if self.finalized:
-            return False
-        self.finalized = True
-        return True
+        first, self.finalized = not self.finalized, True
+        return first
 
     def freeze(self) -> None:
         """summary.json is being built: worker reports that arrive now change nothing."""
@@ -133,7 +147,7 @@ class Conductor:
         now = time.time()
         self.pull()
         if self.distributed:
-            self.fleet.check(now, self._clients())
+            self.fleet.check(now, self.env.runner)
             if self._send_scenario is not None:
                 self._send_scenario(self, self.env.runner)
             if self.state == "init" and self.outcome.interrupted is None and not self.workers_ready():
@@ -262,7 +276,7 @@ class Conductor:
         """Drain to the end here (the web UI quitting mid-run): the shape's ticks may have stopped."""
         if self.distributed and self.state in ("running", "settle", "draining"):
             self.fleet.check(
-                time.time(), self._clients()
+                time.time(), self.env.runner
             )  # Locust stops the test itself when its last worker goes missing
         if self.state in ("running", "settle"):
             o = self.outcome
@@ -270,7 +284,7 @@ class Conductor:
             self.start_drain(o.interrupted or "the process is quitting")
         while self.state == "draining":
             if self.distributed:
-                self.fleet.check(time.time(), self._clients())
+                self.fleet.check(time.time(), self.env.runner)
             self.pull()
             self.drain_tick(time.time())
             if self.state == "draining":
@@ -298,9 +312,9 @@ class Conductor:
         """Distributed, before step 0: has every worker reached every target? (readiness.py)"""
         if self.outcome.not_ready is not None:
             return False
-        why = self.fleet.why_not_ready(self.readiness)
+        why = self.fleet.why_not_ready()
         if why is None:
-            return self.readiness.ready(self.fleet.live())
+            return self.fleet.readiness.ready(self.fleet.live())
         self.outcome.not_ready = why
         print(f"llmload: {why}; nothing was sent", file=sys.stderr, flush=True)
         self.env.process_exit_code = EXIT_INPUT  # as a target not ready in a local run
@@ -315,10 +329,6 @@ class Conductor:
             stopping = self.state in ("draining", "done") or self.outcome.interrupted is not None
             self.fleet.left(wid, reason, stopping=stopping)
 
-    def _clients(self) -> Mapping[str, Any]:
-        clients = getattr(self.env.runner, "clients", {})
-        return clients if hasattr(clients, "get") else {}
-
     def event(self, kind: str, text: str, **extra: Any) -> None:
         self.results.event(kind, text, **extra)
         for s in self.sinks:
@@ -328,9 +338,6 @@ class Conductor:
                 log.warning("llmload: sink event failed: %s", e)
 
     # --- intervals (llmload/locust/intervals.py) ------------------------------------------
-    def start_intervals(self) -> None:
-        self.intervals.start()  # (the scraper started during readiness)
-
     def stop_intervals(self) -> None:
         """Stop the interval loop, write the last (partial) interval, stop the scraper."""
         self.intervals.stop()
@@ -344,7 +351,3 @@ class Conductor:
             self._live_view, charts = LiveView.attached(self.agg, self.distributed, self.results.dir)
             self.sinks += [self._live_view, charts]
         return self._live_view
-
-    def live_rows(self) -> list[dict[str, Any]]:
-        """One row per target: recent rates and latencies plus run totals, from the merged figures."""
-        return self.live_view().rows(self.agg)

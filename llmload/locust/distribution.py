@@ -165,7 +165,7 @@ def _on_worker_leaving(environment: Any, msg: Any, **_: Any) -> None:
 def _on_worker_reach(environment: Any, msg: Any, **_: Any) -> None:
     st = state_of(environment)
     if st.conductor is not None:
-        st.conductor.readiness.report(msg.node_id, msg.data)
+        st.conductor.fleet.readiness.report(msg.node_id, msg.data)
 
 
 def _on_worker_left(environment: Any, msg: Any, **_: Any) -> None:

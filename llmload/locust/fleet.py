@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from llmload.locust.readiness import WorkerReadiness
@@ -26,8 +26,14 @@ WORKER_LOST_AFTER_S = 8.0
 
 class Fleet:
     def __init__(
-        self, outcome: RunOutcome, agg: Aggregator, targets: list[str], event: Callable[..., None]
+        self,
+        outcome: RunOutcome,
+        agg: Aggregator,
+        targets: list[str],
+        event: Callable[..., None],
+        ready_timeout: float,
     ) -> None:
+        self.readiness = WorkerReadiness(ready_timeout)  # before the start: workers reach every target
         self.outcome = outcome
         self.agg = agg
         self.targets = targets
@@ -70,10 +76,10 @@ class Fleet:
         """Workers with a share of the plan that are not lost."""
         return [w for w, k in self.slots.items() if k >= 0 and not self.outcome.lost(w)]
 
-    def why_not_ready(self, readiness: WorkerReadiness) -> str | None:
+    def why_not_ready(self) -> str | None:
         """Before the start: why the workers cannot begin (a target one cannot reach, all lost), or None."""
         live = self.live()
-        why = readiness.failure(live)
+        why = self.readiness.failure(live)
         lost = sorted(w.worker for w in self.outcome.lost_workers)
         if why is None and not live and lost:
             why = f"every worker was lost before the start ({', '.join(lost)})"
@@ -109,8 +115,10 @@ class Fleet:
             return
         self.lose(worker, time.time(), f"left mid-run ({reason})")
 
-    def check(self, now: float, clients: Mapping[str, Any]) -> None:
-        """Count out every worker Locust marks missing or that stopped reporting."""
+    def check(self, now: float, runner: Any) -> None:
+        """Count out every worker Locust's master ``runner`` marks missing or that stopped reporting."""
+        clients = getattr(runner, "clients", {})
+        clients = clients if hasattr(clients, "get") else {}
         for wid, seen in list(self.last_seen.items()):
             if self.outcome.lost(wid):
                 continue

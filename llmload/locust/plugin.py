@@ -18,14 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from locust import LoadTestShape, events
+from locust import events
 from locust import runners as locust_runners
 from locust.runners import MasterRunner, WorkerRunner
 
 from llmload.exitcodes import EXIT_INPUT
 from llmload.locust import distribution
-from llmload.locust.conclude import conclude, discard_unstarted
-from llmload.locust.conductor import Conductor
+from llmload.locust.conclude import discard_unstarted, stop_prepared
+from llmload.locust.conductor import Conductor, PlanShape
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import Departure
 from llmload.locust.hooks import on
@@ -34,7 +34,6 @@ from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import (
     SinkAdapter,
     TelemetryScraper,
-    close_sink,
     make_sink,
     preflight_sink,
     target_tags,
@@ -42,11 +41,9 @@ from llmload.locust.telemetry_hook import (
 from llmload.locust.users import make_user_class
 from llmload.locust.waits import watch_master, watch_workers
 from llmload.rebuild import RUN_INFO, run_info
-from llmload.report.levels import summary_text
 from llmload.resolved import Handoff, Mode, ResolvedRun, with_found, with_sims
 from llmload.results_model import SelfTest
 from llmload.scenario import Scenario
-from llmload.sinks.terminal import render_table
 from llmload.yamlsrc import InputError
 
 log = logging.getLogger("llmload")
@@ -54,19 +51,6 @@ log = logging.getLogger("llmload")
 # A worker whose master vanished stops after this many seconds without a heartbeat
 # (Locust's default is 60 s). Override with LLMLOAD_MASTER_TIMEOUT.
 locust_runners.MASTER_HEARTBEAT_TIMEOUT = int(os.environ.get("LLMLOAD_MASTER_TIMEOUT", "15"))
-
-
-class PlanShape(LoadTestShape):
-    """Locust's shape hook, driven by the scenario's plan."""
-
-    use_common_options = False
-
-    def __init__(self, conductor: Conductor) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # Locust's shape has no annotations
-        self.conductor = conductor
-
-    def tick(self) -> Any:
-        return self.conductor.tick()
 
 
 @on(events.init_command_line_parser)
@@ -95,23 +79,17 @@ def _add_arguments(parser: Any) -> None:
     grp.add_argument("--llm-run", default="", help=argparse.SUPPRESS)  # llmload run's Handoff file
 
 
-def _stop_prepared(st: ProcessState) -> None:
-    """Stop the simulators llmload started for this run, if any."""
-    if st.prepared is not None:
-        st.prepared.stop()
-
-
 def _stop_unstarted(st: ProcessState) -> None:
     """A signal before the load: drop the run built so far (its empty results) and its simulators."""
     c = st.conductor
     if c is not None and c.begin_finish():
         discard_unstarted(st, c)
-    _stop_prepared(st)
+    stop_prepared(st)
 
 
 def _fail_input(st: ProcessState, msg: str) -> None:
     print(f"llmload: {msg}", file=sys.stderr)
-    _stop_prepared(st)
+    stop_prepared(st)
     sys.exit(EXIT_INPUT)
 
 
@@ -293,38 +271,3 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     else:
         c.run.start_lag_monitor()
     c.begin(time.time())
-    c.start_intervals()
-
-
-@on(events.quitting)
-def finish_run(environment: Any, **_: Any) -> None:
-    st = state_of(environment)
-    c = st.conductor
-    if st.run is not None:
-        st.run.stop_lag_monitor()
-    if c is None:
-        close_sink(st.sink)  # a worker's llm_request points
-        return
-    if c.finalized:  # the web UI's Stop wrote it already, or a second signal's shutdown
-        return
-    if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
-        c.begin_finish()
-        discard_unstarted(st, c)
-        _stop_prepared(st)
-        st.forget_run()
-        return
-    c.finish_drain()  # the web UI quitting mid-test: in-flight streams end within stop_grace
-    c.begin_finish()
-    try:
-        opts = environment.parsed_options
-        summary, code = conclude(st, c, write_reports=not getattr(opts, "llm_no_reports", False))
-        st.summary, st.exit_code = summary, code
-        print("\n" + render_table(summary), flush=True)
-        levels = summary_text(summary)  # a sweep: each level judged on its own figures
-        if levels:
-            print("\n" + levels, flush=True)
-        print(f"results: {c.results.dir}", flush=True)
-        print(f"verdict: {summary.run.verdict}", flush=True)
-        environment.process_exit_code = code
-    finally:
-        _stop_prepared(st)

@@ -5,7 +5,7 @@ Usage: the plugin calls ``register(web_ui, rows=..., before_swarm=...)`` from ``
 - The tab is Locust 2.x's extension mechanism: ``template_args["extendedTabs"]`` /
   ``["extendedTables"]`` / ``["extendedCsvFiles"]``, and an ``extended_stats`` entry added to
   every ``/stats/requests`` answer, so the table refreshes with the rest of the UI.
-- The figures come from the Conductor (``Conductor.live_rows()``, backed by ``liveview.LiveView``): the
+- The figures come from the Conductor (``Conductor.live_view()``, backed by ``liveview.LiveView``): the
   request lines and interval rows its Aggregator merged (every worker's, in distributed mode),
   never from Locust's rounded statistics.
 - ``GET ./llmload/live`` answers the rows as JSON, ``GET ./llmload/live.csv`` as CSV,

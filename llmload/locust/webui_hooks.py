@@ -12,9 +12,9 @@ from typing import Any
 from locust import events
 from locust.runners import WorkerRunner
 
-from llmload.locust.conclude import discard_unstarted
+from llmload.locust.conclude import discard_unstarted, finish_run
 from llmload.locust.hooks import on
-from llmload.locust.plugin import finish_run, setup
+from llmload.locust.plugin import setup
 from llmload.locust.state import ProcessState, state_of
 from llmload.yamlsrc import InputError
 
@@ -77,7 +77,7 @@ def _webui_series(st: ProcessState) -> dict[str, Any]:
 
 def _webui_rows(st: ProcessState) -> list[dict[str, Any]]:
     c = st.conductor or st.web_last
-    return c.live_rows() if c is not None else []
+    return c.live_view().rows(c.agg) if c is not None else []
 
 
 def webui_before_swarm(environment: Any, form: dict[str, str]) -> str | None:
@@ -138,7 +138,7 @@ def _webui_discard(environment: Any) -> None:
 def _webui_on_test_start(environment: Any, **_: Any) -> None:
     st = state_of(environment)
     if st.conductor is not None and getattr(environment, "web_ui", None) is not None:
-        st.conductor.live_rows()  # attach the tab's view before the first request line arrives
+        st.conductor.live_view()  # attach the tab's view before the first request line arrives
 
 
 @on(events.test_stopping)
