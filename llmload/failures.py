@@ -4,6 +4,9 @@ An HTTP error status maps to a class (``classify_http``); a 200 whose body is no
 is classified by what it is (``not_a_stream``); either way the error text is the server's message:
 a JSON error's ``message``, an HTML page's title (a proxy's 502, a login gateway), else the
 body's first words (``error_message``). No Locust, no transport: bytes in, words out.
+
+Every shortening of the server's words goes through ``secrets.clip``: masked first, then cut, so a
+key the server echoed cannot survive as a prefix the mask no longer knows (issue 30).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import re
 
 import orjson
+
+from llmload.secrets import Masker, clip
 
 
 def classify_http(status: int) -> str:
@@ -27,7 +32,7 @@ _TAGS = re.compile(rb"<[^>]*>")
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
-def not_a_stream(body: bytes) -> tuple[str, str]:
+def not_a_stream(body: bytes, mask: Masker | None = None) -> tuple[str, str]:
     """(status, error) for an HTTP 200 whose body is not an SSE stream (docs/metrics.md).
 
     A JSON error object (``{"object": "error", "message": ...}``, ``{"error": {...}}``) is the
@@ -39,26 +44,36 @@ def not_a_stream(body: bytes) -> tuple[str, str]:
         try:
             orjson.loads(text)
         except orjson.JSONDecodeError:
-            return "malformed", f"HTTP 200 with no stream: {_excerpt(text)}"
-        return "stream_error", f"HTTP 200 with no stream, a JSON body: {error_message(text)}"[:200]
+            return "malformed", f"HTTP 200 with no stream: {_excerpt(text, mask)}"
+        return "stream_error", clip(
+            f"HTTP 200 with no stream, a JSON body: {error_message(text, mask)}", mask
+        )
     if text[:1] == b"<":
-        return "stream_error", f"HTTP 200 with no stream: {error_message(text)}"[:200]
-    return "malformed", f"HTTP 200 with no stream: {_excerpt(text)}"
+        return "stream_error", clip(f"HTTP 200 with no stream: {error_message(text, mask)}", mask)
+    return "malformed", f"HTTP 200 with no stream: {_excerpt(text, mask)}"
 
 
-def _excerpt(body: bytes, n: int = 120) -> str:
-    return " ".join(body[:n].decode("utf-8", "replace").split())
+_EXCERPT_BYTES = 16384  # a body is read up to 4 KB (a line up to its end): decode no more than this
 
 
-def error_message(body: bytes) -> str:
-    """The server's message: a JSON error's ``message``, an HTML page's title, else the body's start."""
+def _excerpt(body: bytes, mask: Masker | None, n: int = 120) -> str:
+    return clip(" ".join(body[:_EXCERPT_BYTES].decode("utf-8", "replace").split()), mask, n)
+
+
+def error_message(body: bytes, mask: Masker | None = None) -> str:
+    """The server's message: a JSON error's ``message``, an HTML page's title, else the body's start.
+
+    The caller cuts the message (``secrets.clip``); an excerpt of a body is cut here, masked first.
+    """
     if body.lstrip()[:1] == b"<":
         m = _TITLE.search(body)
-        return f"HTML page {_excerpt(m.group(1))!r}" if m else f"HTML page: {_excerpt(_TAGS.sub(b' ', body))}"
+        if m:
+            return f"HTML page {_excerpt(m.group(1), mask)!r}"
+        return f"HTML page: {_excerpt(_TAGS.sub(b' ', body), mask)}"
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return _excerpt(body) or "(empty body)"
+        return _excerpt(body, mask) or "(empty body)"
     if isinstance(obj, dict):
         err = obj.get("error")
         if isinstance(err, dict) and err.get("message"):
@@ -69,4 +84,4 @@ def error_message(body: bytes) -> str:
             return str(obj["message"])
         if obj.get("detail"):
             return str(obj["detail"])
-    return body[:120].decode("utf-8", "replace")
+    return clip(body[:_EXCERPT_BYTES].decode("utf-8", "replace"), mask, 120)
