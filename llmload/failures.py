@@ -11,7 +11,10 @@ key the server echoed cannot survive as a prefix the mask no longer knows (issue
 
 from __future__ import annotations
 
+import math
 import re
+import time
+from email.utils import parsedate_to_datetime
 
 import orjson
 
@@ -85,3 +88,43 @@ def error_message(body: bytes, mask: Masker | None = None) -> str:
         if obj.get("detail"):
             return str(obj["detail"])
     return clip(body[:_EXCERPT_BYTES].decode("utf-8", "replace"), mask, 120)
+
+
+RETRY_AFTER_MAX_S = 1e9  # a parsed Retry-After is kept as the server said, up to this (finite, JSON-safe)
+_DELAY = re.compile(r"\s*(-?\d{1,30}(?:\.\d{1,9})?)\s*")
+
+
+def parse_retry_after(value: str | bytes | None, now: float | None = None) -> float | None:
+    """A Retry-After header in seconds as the server meant it, or None when it has none we can read.
+
+    RFC 9110 allows delay-seconds (digits) or an HTTP date; a fraction ("1.5") and a negative
+    number are taken as written (``failure_pause`` clamps them). Not numbers: ``nan``, ``inf``,
+    ``1e3``, ``1_0``, words. A date is counted from ``now`` (a date in the past is negative).
+    """
+    if value is None:
+        return None
+    text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    m = _DELAY.fullmatch(text)
+    if m:
+        return max(-RETRY_AFTER_MAX_S, min(float(m.group(1)), RETRY_AFTER_MAX_S))
+    try:
+        when = parsedate_to_datetime(text.strip()).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    delay = when - (time.time() if now is None else now)
+    return max(-RETRY_AFTER_MAX_S, min(delay, RETRY_AFTER_MAX_S)) if math.isfinite(delay) else None
+
+
+def failure_pause(retry_after_s: float | None, in_a_row: int, pause_s: float, pause_max_s: float) -> float:
+    """Closed loop: how long a user waits after its ``in_a_row``-th failure in a row (docs/metrics.md).
+
+    The server's Retry-After when it sent one, clamped to [``pause_s``, ``pause_max_s``]: a
+    ``Retry-After: 0`` sent 29,508 requests in 20 s from 2 users (issue 30), a huge one would stall
+    the run. Without one: ``pause_s`` doubled for each failure in a row, at most ``pause_max_s``.
+    ``pause_s`` 0 turns the doubling off and lets a Retry-After of 0 stand.
+    """
+    if retry_after_s is not None and not math.isnan(retry_after_s):
+        wanted = retry_after_s
+    else:
+        wanted = pause_s * 2 ** min(max(in_a_row, 1) - 1, 16)
+    return max(pause_s, min(wanted, pause_max_s))

@@ -199,9 +199,12 @@ class Client(Strict):
     failure_pause: Duration = Field(
         0.5,
         description="closed loop: pause after a failed request, doubled for each failure in a row "
-        "(0: none); a Retry-After from the server replaces it",
+        "(0: none); a Retry-After from the server replaces it, kept within failure_pause and "
+        "failure_pause_max",
     )
-    failure_pause_max: Duration = Field(10.0, description="the longest pause after a failure")
+    failure_pause_max: Duration = Field(
+        10.0, description="the longest pause after a failure, whatever a Retry-After asks"
+    )
     report_interval: Timeout = 2.0
     scrape_interval: Duration = Field(
         5.0,
@@ -245,6 +248,15 @@ class Client(Strict):
         if v < MIN_SCRAPE_INTERVAL_S:
             raise ValueError(f"must be at least {MIN_SCRAPE_INTERVAL_S:g} s")
         return v
+
+    @model_validator(mode="after")
+    def _pause_range(self) -> Client:
+        if self.failure_pause > self.failure_pause_max:
+            raise ValueError(
+                f"failure_pause ({self.failure_pause:g} s) is longer than failure_pause_max "
+                f"({self.failure_pause_max:g} s): every pause lies between them"
+            )
+        return self
 
 
 class Load(Strict):
