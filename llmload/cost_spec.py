@@ -6,13 +6,13 @@ How the report uses it (the monthly break-even volume) is llmload/report/breakev
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from llmload.strict import Strict
 
 
-class CostSpec(BaseModel):
+class CostSpec(Strict):
     """The scenario's ``cost:`` mapping. Every key is optional; unknown keys are rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     api_price_per_mtok: float | None = Field(
         None,

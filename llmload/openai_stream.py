@@ -23,6 +23,7 @@ import orjson
 
 from llmload.failures import classify_http, error_message
 from llmload.records import RequestRecord
+from llmload.secrets import Masker, clip
 from llmload.sse import StreamState
 
 
@@ -132,6 +133,7 @@ def stream_request(
     progress: Callable[[int], None] | None = None,
     first_token: Callable[[float], None] | None = None,
     count_tokens: Callable[[str], int] | None = None,
+    mask: Masker | None = None,
 ) -> RequestRecord:
     """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
 
@@ -140,21 +142,22 @@ def stream_request(
     ``aborted``, so the caller can account for it. ``progress(n)`` (when given) is
     called with the tokens each read brought (the live rate and the window throughput);
     ``first_token(ttft_s)`` once, when the first token arrives (the live TTFT, before the end);
-    ``count_tokens`` (a local tokenizer) counts the output when the server sends no usage.
+    ``count_tokens`` (a local tokenizer) counts the output when the server sends no usage;
+    ``mask`` (the run's secrets) is applied to every error text before it is cut (``secrets.clip``).
     """
     rec.start_time = wall()
     t_send = clock()
-    state = StreamState(t_send=t_send, api=req.api, texts=[] if count_tokens is not None else None)
+    state = StreamState(t_send=t_send, api=req.api, texts=[] if count_tokens is not None else None, mask=mask)
     resp: Response | None = None
     complete = False
     try:
         try:
             resp = transport.send(req.method, req.path, req.headers, req.body)
         except TimedOut as e:
-            rec.status, rec.error, rec.e2e_s = "timeout", str(e)[:200], clock() - t_send
+            rec.status, rec.error, rec.e2e_s = "timeout", clip(str(e), mask), clock() - t_send
             return rec
         except ConnectFailed as e:
-            rec.status, rec.error, rec.e2e_s = "connect", str(e)[:200], clock() - t_send
+            rec.status, rec.error, rec.e2e_s = "connect", clip(str(e), mask), clock() - t_send
             return rec
         rec.http_status = resp.status
         if resp.status != 200:
@@ -166,7 +169,7 @@ def stream_request(
                 pass
             rec.status = classify_http(resp.status)
             rec.retry_after_s = resp.retry_after_s
-            rec.error = f"HTTP {resp.status}: {error_message(body)}"[:200]
+            rec.error = clip(f"HTTP {resp.status}: {error_message(body, mask)}", mask)
             rec.e2e_s = clock() - t_send
             return rec
         deadline = t_send + total_timeout_s
@@ -191,11 +194,11 @@ def stream_request(
             else:
                 complete = True
         except TimedOut as e:
-            state._fail("timeout", str(e)[:200])
+            state._fail("timeout", clip(str(e), mask))
         except ConnectFailed as e:
             # The connection broke: a last line without its newline was cut short, not malformed.
             state.discard_partial()
-            state._fail("truncated", f"connection lost mid-stream: {e}"[:200])
+            state._fail("truncated", clip(f"connection lost mid-stream: {e}", mask))
         state.flush(t)
         if state.done:
             complete = True

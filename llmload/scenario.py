@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -34,13 +33,32 @@ from llmload.scenario_errors import check_unique_names, input_error
 from llmload.secrets import redact
 from llmload.sinks.influx_config import InfluxConfig
 from llmload.slo_spec import SloSpec
+from llmload.strict import MAX_RATE_PER_S, MAX_TOKENS, MAX_USERS, Strict
 from llmload.yamlsrc import InputError, apply_overrides, load_yaml, parse_yaml
 
+# A scenario's or target's name is a file name in the results (a directory, a CSV): letters, digits,
+# '_', '.', '-', never a leading '.' or a '/', so `name: ../../x` cannot write outside output.dir.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+SAFE_NAME_RULE = "use letters, digits, '_', '.', '-' (max 64), starting with a letter or digit"
+# RFC 9110 section 5.1: a field name is a token; section 5.5: a value holds visible characters,
+# spaces, tabs and obs-text, never CR, LF or NUL (a CR/LF would start a header of its own).
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+_URL_BAD = re.compile(r"[\x00-\x20\x7f]")
+
+
+def _header_problem(name: str, value: str) -> str | None:
+    if not _HEADER_NAME.fullmatch(name):
+        return f"header name {name!r} is not an HTTP token (RFC 9110: letters, digits, !#$%&'*+-.^_`|~)"
+    if not _HEADER_VALUE.fullmatch(value):
+        bad = next(c for c in value if not _HEADER_VALUE.fullmatch(c))
+        return (
+            f"header {name!r}: its value holds {bad!r} (RFC 9110: no CR, LF, NUL or other control character)"
+        )
+    return None
+
+
 TARGET_KINDS = ("vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim")
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def settle(model: BaseModel, **values: Any) -> None:
@@ -113,8 +131,17 @@ class Target(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
-            raise ValueError("use letters, digits, '_', '.', '-' (max 64), starting with a letter or digit")
+        if not SAFE_NAME.fullmatch(v):
+            raise ValueError(SAFE_NAME_RULE)
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            problem = _header_problem(name, value)
+            if problem:
+                raise ValueError(problem)
         return v
 
     @field_validator("labels", "headers", mode="before")
@@ -133,6 +160,11 @@ class Target(Strict):
             raise ValueError("base_url is required (only kind sim can be started by llmload)")
         if self.base_url is not None and not re.match(r"^https?://", self.base_url):
             raise ValueError("base_url must start with http:// or https://")
+        for field in ("base_url", "metrics_url", "gpu_metrics_url"):
+            url = getattr(self, field)
+            bad = _URL_BAD.search(url) if url else None
+            if bad:
+                raise ValueError(f"{field} holds {bad.group()!r}: a URL has no space or control character")
         path = METRICS_PATHS.get(self.kind)
         if self.metrics_url is None and self.base_url is not None and path is not None:
             settle(self, metrics_url=self.base_url.rstrip("/") + path)  # follows base_url, even from --set
@@ -146,7 +178,7 @@ class Workload(Strict):
     output_tokens: Length = Field(256, description="max_tokens per request")
     temperature: float | None = 0.0
     ignore_eos: bool = True
-    min_tokens: int | None = Field(None, ge=0)
+    min_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     prompts: list[str] | None = Field(
         None, min_length=1, description="explicit prompts, used in order (cyclically)"
     )
@@ -159,8 +191,12 @@ class Workload(Strict):
     window_start: Duration = Field(0.0, description="trace: skip this much of the trace's start")
     window_duration: Duration | None = Field(None, description="trace: replay this much of it (default: all)")
     tokenizer: str | None = Field(None, description="local tokenizer.json for exact token counts")
-    prefix_groups: int = Field(4, ge=1, description="prefix workload: number of distinct long prefixes")
-    prefix_tokens: int = Field(1024, ge=1, description="prefix workload: tokens in each shared prefix")
+    prefix_groups: int = Field(
+        4, ge=1, le=10_000, description="prefix workload: number of distinct long prefixes"
+    )
+    prefix_tokens: int = Field(
+        1024, ge=1, le=MAX_TOKENS, description="prefix workload: tokens in each shared prefix"
+    )
     turns: Length = Field(3, description="multiturn workload: turns per session")
     think_time: Duration = Field(0.0, description="multiturn workload: pause between turns")
     salt: bool | str = Field(
@@ -199,9 +235,12 @@ class Client(Strict):
     failure_pause: Duration = Field(
         0.5,
         description="closed loop: pause after a failed request, doubled for each failure in a row "
-        "(0: none); a Retry-After from the server replaces it",
+        "(0: none); a Retry-After from the server replaces it, kept within failure_pause and "
+        "failure_pause_max",
     )
-    failure_pause_max: Duration = Field(10.0, description="the longest pause after a failure")
+    failure_pause_max: Duration = Field(
+        10.0, description="the longest pause after a failure, whatever a Retry-After asks"
+    )
     report_interval: Timeout = 2.0
     scrape_interval: Duration = Field(
         5.0,
@@ -246,12 +285,23 @@ class Client(Strict):
             raise ValueError(f"must be at least {MIN_SCRAPE_INTERVAL_S:g} s")
         return v
 
+    @model_validator(mode="after")
+    def _pause_range(self) -> Client:
+        if self.failure_pause > self.failure_pause_max:
+            raise ValueError(
+                f"failure_pause ({self.failure_pause:g} s) is longer than failure_pause_max "
+                f"({self.failure_pause_max:g} s): every pause lies between them"
+            )
+        return self
+
 
 class Load(Strict):
     users: int | None = Field(
-        None, ge=1, description="concurrent streams per target (constant-vus shorthand)"
+        None, ge=1, le=MAX_USERS, description="concurrent streams per target (constant-vus shorthand)"
     )
-    spawn_rate: float | None = Field(None, gt=0, description="users started per second (shorthand)")
+    spawn_rate: float | None = Field(
+        None, gt=0, le=MAX_RATE_PER_S, description="users started per second (shorthand)"
+    )
     duration: Duration | None = Field(None, description="shorthand phase duration")
     max_requests: int | None = Field(None, ge=1, description="stop each target after this many requests")
     warmup: Duration = Field(0.0, description="excluded from the figures at the start of the run")
@@ -297,6 +347,13 @@ class Scenario(Strict):
         False, description="run every target against its `sim:` stand-in (try a GPU scenario without GPUs)"
     )
     source: str = Field("", exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not SAFE_NAME.fullmatch(v):
+            raise ValueError(f"{SAFE_NAME_RULE}: it names the results directory")
+        return v
 
     @model_validator(mode="before")
     @classmethod

@@ -32,7 +32,8 @@ def input_error(
     others = {x for x, _ in errors} - {loc}
     more = f" (and {len(others)} more)" if others else ""
     value = _value_at(data, loc)
-    if file_data is not None and value != _value_at(file_data, loc):  # the command line put it there
+    before = _value_at(file_data, loc) if file_data is not None else _MISSING
+    if file_data is not None and value is not before and value != before:  # the command line put it there
         shown = "" if value is _MISSING else f"={value!r}"
         return InputError(f"--set {dotted(loc)}{shown}: {msg}{more}")
     line = line_for(lines, loc)

@@ -9,6 +9,13 @@ itself. Two guards keep them out of results, logs, InfluxDB and reports:
   (an error message that echoes the request's Authorization header, say) has every secret value
   replaced by ``***``. Values shorter than 4 characters are left alone: masking them would mangle
   ordinary text and protect nothing.
+
+A text that is kept short (a record's error, 200 characters) is masked *before* it is cut, with
+``clip``: cut first, a key longer than the limit (a 164-character ``sk-proj-`` key) or one that
+straddles the cut survives as a prefix the mask no longer recognises. What a cut elsewhere may
+still leave (a text cut before it reached a Masker) is caught too: a run of 8 or more characters
+that starts a secret and ends where a key cannot go on (the text's end, a quote, a space) is
+masked as well (issue 30, item 1).
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ from typing import Any
 SECRET_KEYS = re.compile(r"(authorization|api[-_]?key|token|secret|password|cookie)", re.I)
 MASK = "***"
 MIN_SECRET_LEN = 4
+MIN_PREFIX_LEN = 8  # a secret's first characters that a cut left: masked from this many on
+ERROR_CHARS = 200  # the longest server text a record keeps (records' ``error``)
+_KEY_CHAR = re.compile(r"[A-Za-z0-9_\-]")  # a character a key may go on with
 
 
 def redact(obj: Any) -> Any:
@@ -70,17 +80,48 @@ def secret_values(scenario: Any, environ: Mapping[str, str] | None = None) -> li
 
 
 class Masker:
-    """Replaces every secret value in a text by ``***``, longest first."""
+    """Replaces every secret value in a text by ``***``, longest first, and what a cut left of one.
+
+    The cut-off part: a run of at least ``MIN_PREFIX_LEN`` characters equal to a secret's start,
+    which ends at the text's end or before a character no key goes on with (``'``, ``"``, a space,
+    ``.``). A run followed by a different key character is another word ("Bearer scheme" against
+    the secret "Bearer sk-..."), not a cut key, and stays.
+    """
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        values = {s for s in secrets if len(s) >= MIN_SECRET_LEN}
-        self._pattern = (
-            re.compile("|".join(re.escape(s) for s in sorted(values, key=len, reverse=True)))
-            if values
-            else None
-        )
+        values = sorted({s for s in secrets if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(s) for s in values)) if values else None
+        self._long = [s for s in values if len(s) >= MIN_PREFIX_LEN]
 
     def __call__(self, text: str | None) -> str | None:
-        if text is None or self._pattern is None:
+        return None if text is None else self.text(text)
+
+    def text(self, text: str) -> str:
+        if self._pattern is None:
             return text
-        return self._pattern.sub(MASK, text)
+        return self._cut_prefixes(self._pattern.sub(MASK, text))
+
+    def _cut_prefixes(self, text: str) -> str:
+        for secret in self._long:
+            head = secret[:MIN_PREFIX_LEN]
+            i = text.find(head)
+            while i != -1:
+                j, k = i + MIN_PREFIX_LEN, MIN_PREFIX_LEN
+                while j < len(text) and k < len(secret) and text[j] == secret[k]:
+                    j, k = j + 1, k + 1
+                if j < len(text) and _KEY_CHAR.match(text[j]):
+                    i = text.find(head, i + 1)  # another word that starts like the secret
+                    continue
+                text = text[:i] + MASK + text[j:]
+                i = text.find(head, i + len(MASK))
+        return text
+
+
+def clip(text: str, mask: Masker | None = None, limit: int = ERROR_CHARS) -> str:
+    """``text`` masked, then cut to ``limit`` characters, then masked again for what the cut left.
+
+    The one way a server's words are shortened for a record, so that no cut comes before the mask.
+    """
+    if mask is None:
+        return text[:limit]
+    return mask.text(mask.text(text)[:limit])

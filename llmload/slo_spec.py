@@ -6,7 +6,9 @@ levels, each on its own figures, and its capacity (``min_capacity``) are llmload
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from llmload.strict import Strict
 
 # per-request SLO key -> the requests.jsonl field it bounds
 PER_REQUEST: dict[str, str] = {
@@ -17,10 +19,8 @@ PER_REQUEST: dict[str, str] = {
 }
 
 
-class SloSpec(BaseModel):
+class SloSpec(Strict):
     """The scenario's ``slo:`` mapping. Every key is optional; unknown keys are rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     ttft_p99_ms: float | None = Field(None, gt=0, description="99th percentile time to first token, ms")
     itl_p99_ms: float | None = Field(None, gt=0, description="99th percentile inter-token latency, ms")

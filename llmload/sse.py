@@ -18,6 +18,7 @@ import orjson
 
 from llmload.failures import not_a_stream
 from llmload.records import RequestRecord
+from llmload.secrets import Masker, clip
 
 
 @dataclass
@@ -43,6 +44,7 @@ class StreamState:
     first_coalesced: bool = False  # the first token's read brought later ones too: its stamp is theirs
     last_chunk_empty_finish: bool = False  # the last token chunk had no text and a finish_reason
     texts: list[str] | None = None  # generated text, kept only when a tokenizer counts the output
+    mask: Masker | None = None  # the run's secrets, masked in every error text before it is cut
     _prev_completion: int = 0
     _partial: bytes = b""
     _saw_data: bool = False  # a data: line came (an SSE stream, whatever else it holds)
@@ -88,7 +90,7 @@ class StreamState:
             if payload[:1] == b" ":
                 payload = payload[1:]
         elif line.startswith(b"error:"):  # old llama.cpp
-            self._fail("stream_error", line[6:].strip().decode("utf-8", "replace")[:200])
+            self._fail("stream_error", clip(line[6:].strip().decode("utf-8", "replace"), self.mask))
             return
         else:
             # event:, id:, retry: and unknown fields carry nothing we time; a line that is no SSE
@@ -103,7 +105,9 @@ class StreamState:
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            self._fail("malformed", f"invalid JSON in data line: {payload[:80]!r}")
+            self._fail(
+                "malformed", "invalid JSON in data line: " + clip(repr(payload[:16384]), self.mask, 80)
+            )
             return
         if not isinstance(obj, dict):
             self._fail("malformed", "data line is not a JSON object")
@@ -114,7 +118,9 @@ class StreamState:
         err = obj.get("error")
         if err or obj.get("object") == "error":
             msg = err.get("message") if isinstance(err, dict) else (err if isinstance(err, str) else None)
-            self._fail("stream_error", str(msg or obj.get("message") or "error object in stream")[:200])
+            self._fail(
+                "stream_error", clip(str(msg or obj.get("message") or "error object in stream"), self.mask)
+            )
             return
         usage = obj.get("usage")
         chunk_tokens: int | None = None
@@ -207,7 +213,7 @@ class StreamState:
         if self.status is not None:
             rec.status, rec.error = self.status, self.error
         elif not self._saw_data and self._body.strip():
-            rec.status, rec.error = not_a_stream(self._body)
+            rec.status, rec.error = not_a_stream(self._body, self.mask)
         elif not self.done and self.finish_reason is None:
             rec.status, rec.error = "truncated", "stream ended without [DONE] or finish_reason"
         elif generated == 0:

@@ -46,6 +46,7 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
+from llmload.failures import parse_retry_after
 from llmload.openai_stream import ConnectFailed, TimedOut
 from llmload.stamps import ReadStamps
 
@@ -163,14 +164,11 @@ class GeventResponse:
 
     @property
     def retry_after_s(self) -> float | None:
-        """The Retry-After header in seconds (a delay; an HTTP date is not parsed), or None."""
+        """The Retry-After header in seconds (a delay or an HTTP date), or None (failures.parse_retry_after)."""
         value = self._resp.get("retry-after")
         if isinstance(value, list):  # the header sent more than once: the first counts
             value = value[0] if value else None
-        try:
-            return max(0.0, float(value)) if value is not None else None
-        except ValueError:
-            return None
+        return parse_retry_after(value)
 
     def token_arrived(self) -> None:
         """The stream client saw the first generated token: from now on, read_timeout applies. The

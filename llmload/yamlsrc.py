@@ -71,6 +71,8 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
         raise InputError(f"{source}:{line}: a NUL byte: not a text file")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            check_aliases(node, source)  # before anything expands it: a bomb, a cycle, a deep nest
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
@@ -78,10 +80,54 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
         raise InputError(f"{source}{where}: invalid YAML: {_one_line(str(e.problem))}") from None
     except yaml.YAMLError as e:
         raise InputError(f"{source}: invalid YAML: {_one_line(str(e))}") from None
+    except RecursionError:  # PyYAML's composer recurses once per level of nesting
+        raise InputError(f"{source}: invalid YAML: nested more than {MAX_DEPTH} levels deep") from None
     lines: dict[Path_, int] = {}
     if node is not None:
         _walk(node, (), lines, source)
     return data, lines
+
+
+MAX_NODES = 100_000  # values in a document with every alias expanded (a large sweep: a few thousand)
+MAX_DEPTH = 64  # levels of nesting (a scenario uses 6)
+
+
+def check_aliases(root: yaml.Node, source: str) -> None:
+    """Refuse a document that expands beyond ``MAX_NODES`` values or ``MAX_DEPTH`` levels, or whose
+    alias refers to a node that holds it (issue 30: a "billion laughs" anchor bomb ran out of memory
+    after 34 s, a recursive alias raised RecursionError). PyYAML composes an alias as the anchored
+    node itself, so the document is a graph: its expanded size is counted once per node (memoised),
+    and a cycle is a node met again on its own path."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(node: yaml.Node, depth: int) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        line = node.start_mark.line + 1
+        if key in on_path:
+            raise InputError(f"{source}:{line}: an alias that refers to a value holding it (recursive)")
+        if depth > MAX_DEPTH:
+            raise InputError(f"{source}:{line}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, yaml.MappingNode):
+            children = [x for kv in node.value for x in kv]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        on_path.add(key)
+        total = 1 + sum(size(c, depth + 1) for c in children)
+        on_path.discard(key)
+        if total > MAX_NODES:
+            raise InputError(
+                f"{source}:{line}: expands to more than {MAX_NODES:,} values through its aliases "
+                "(an anchor bomb?)"
+            )
+        sizes[key] = total
+        return total
+
+    size(root, 0)
 
 
 def _one_line(text: str) -> str:
@@ -162,8 +208,19 @@ def jsonl_objects(text: str, path: Path) -> Iterator[tuple[int, Any]]:
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{n}: invalid JSON: {e.msg}") from None
-        yield n, obj
+        yield n, json_value(line, path, n)
+
+
+def json_value(text: str, path: Path, line: int = 1) -> Any:
+    """JSON as RFC 8259 writes it: Python's json also takes ``NaN`` and ``Infinity``, which are no
+    numbers (a trace's ``Infinity`` raised OverflowError; issue 30); an InputError names the line."""
+
+    def no_constant(name: str) -> Any:
+        raise InputError(f"{path}:{line}: {name} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=no_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{line + e.lineno - 1}: invalid JSON: {e.msg}") from None
+    except RecursionError:
+        raise InputError(f"{path}:{line}: invalid JSON: nested too deep") from None

@@ -20,31 +20,30 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from llmload.durations import Duration
+from llmload.durations import Duration, Timeout
+from llmload.strict import MAX_ARRIVALS, MAX_RATE_PER_S, MAX_USERS, Strict
 
 
-class _Phase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Phase(Strict):
     name: str | None = Field(None, description="phase name in results (default: executor and index)")
     max_requests: int | None = Field(
         None, ge=1, description="end the phase after this many requests per target"
     )
 
 
-class Stage(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Stage(Strict):
     duration: Duration
-    target: float = Field(ge=0)
+    target: float = Field(ge=0, description="users, or arrivals per time_unit")
 
 
 class ConstantVUs(_Phase):
     executor: Literal["constant-vus"]
-    vus: int = Field(ge=1)
+    vus: int = Field(ge=1, le=MAX_USERS)
     duration: Duration | None = None
     spawn_rate: float | None = Field(
-        None, gt=0, description="users started per second (default: all at once)"
+        None, gt=0, le=MAX_RATE_PER_S, description="users started per second (default: all at once)"
     )
 
     @model_validator(mode="after")
@@ -56,28 +55,51 @@ class ConstantVUs(_Phase):
 
 class RampingVUs(_Phase):
     executor: Literal["ramping-vus"]
-    start_vus: int = Field(0, ge=0)
+    start_vus: int = Field(0, ge=0, le=MAX_USERS)
     stages: list[Stage] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _size(self) -> RampingVUs:
+        if any(st.target > MAX_USERS for st in self.stages):
+            raise ValueError(f"a stage's target is at most {MAX_USERS:,} users per target")
+        return self
 
 
 class ConstantArrivalRate(_Phase):
     executor: Literal["constant-arrival-rate"]
     rate: float = Field(gt=0, description="arrivals per time_unit")
-    time_unit: Duration = 1.0
+    time_unit: Timeout = 1.0
     duration: Duration
     arrival: Literal["poisson", "uniform"] = "poisson"
-    max_vus: int = Field(1000, ge=1, description="in-flight cap; arrivals beyond it wait (delayed) or drop")
+    max_vus: int = Field(
+        1000, ge=1, le=MAX_USERS, description="in-flight cap; arrivals beyond it wait (delayed) or drop"
+    )
     on_saturation: Literal["delay", "drop"] = "delay"
+
+    @model_validator(mode="after")
+    def _size(self) -> ConstantArrivalRate:
+        per_s = self.rate / self.time_unit
+        check_open_loop([per_s], per_s * self.duration)
+        return self
 
 
 class RampingArrivalRate(_Phase):
     executor: Literal["ramping-arrival-rate"]
     start_rate: float = Field(0.0, ge=0)
-    time_unit: Duration = 1.0
+    time_unit: Timeout = 1.0
     stages: list[Stage] = Field(min_length=1)
     arrival: Literal["poisson", "uniform"] = "poisson"
-    max_vus: int = Field(1000, ge=1)
+    max_vus: int = Field(1000, ge=1, le=MAX_USERS)
     on_saturation: Literal["delay", "drop"] = "delay"
+
+    @model_validator(mode="after")
+    def _size(self) -> RampingArrivalRate:
+        rates = [self.start_rate / self.time_unit] + [st.target / self.time_unit for st in self.stages]
+        arrivals = sum(
+            (a + b) / 2 * st.duration for a, b, st in zip(rates, rates[1:], self.stages, strict=False)
+        )
+        check_open_loop(rates, arrivals)
+        return self
 
 
 class Sweep(_Phase):
@@ -88,7 +110,7 @@ class Sweep(_Phase):
     requests: int | None = Field(None, ge=1, description="requests per target at each level")
     settle: Duration = Field(0.0, description="pause between levels (not measured)")
     arrival: Literal["poisson", "uniform"] = "poisson"
-    max_vus: int = Field(1000, ge=1)
+    max_vus: int = Field(1000, ge=1, le=MAX_USERS)
 
     @model_validator(mode="after")
     def _hold(self) -> Sweep:
@@ -96,6 +118,10 @@ class Sweep(_Phase):
             raise ValueError("sweep needs `hold` (duration per level) or `requests` (per level)")
         if self.vary == "concurrency" and any(lv < 1 or lv != int(lv) for lv in self.levels):
             raise ValueError("concurrency levels must be whole numbers >= 1")
+        if self.vary == "concurrency" and max(self.levels) > MAX_USERS:
+            raise ValueError(f"concurrency levels are at most {MAX_USERS:,} streams per target")
+        if self.vary == "rate":
+            check_open_loop(self.levels, max(self.levels) * (self.hold or 0.0))
         return self
 
 
@@ -103,7 +129,9 @@ class Trace(_Phase):
     """Replay ``workload: {kind: trace}``: each request sent at its trace time (open loop)."""
 
     executor: Literal["trace"]
-    max_vus: int = Field(1000, ge=1, description="in-flight cap; arrivals beyond it wait (delayed) or drop")
+    max_vus: int = Field(
+        1000, ge=1, le=MAX_USERS, description="in-flight cap; arrivals beyond it wait (delayed) or drop"
+    )
     on_saturation: Literal["delay", "drop"] = "delay"
 
 
@@ -116,9 +144,13 @@ class Capacity(_Phase):
 
     executor: Literal["capacity"]
     vary: Literal["rate", "concurrency"] = "rate"
-    start: float = Field(1.0, gt=0, description="the first probe: arrivals per second, or streams")
+    start: float = Field(
+        1.0, gt=0, le=MAX_USERS, description="the first probe: arrivals per second, or streams"
+    )
     min: float | None = Field(None, gt=0, description="the lowest probe (default: start / 64)")
-    max: float = Field(1024.0, gt=0, description="the highest probe: capacity is reported as at least this")
+    max: float = Field(
+        1024.0, gt=0, le=MAX_USERS, description="the highest probe: capacity is reported as at least this"
+    )
     factor: float = Field(2.0, gt=1, description="bracketing: each probe this many times the last")
     precision: float = Field(
         0.1, gt=0, lt=1, description="bisect until the highest pass and the lowest miss are this close"
@@ -130,7 +162,7 @@ class Capacity(_Phase):
     warmup: Duration | None = Field(None, description="each probe's warm-up (default: load.warmup)")
     repeat: bool = Field(True, description="probe the boundary again with another seed")
     arrival: Literal["poisson", "uniform"] = "poisson"
-    max_vus: int = Field(10_000, ge=1, description="rate probes: in-flight cap")
+    max_vus: int = Field(10_000, ge=1, le=MAX_USERS, description="rate probes: in-flight cap")
 
     @model_validator(mode="after")
     def _bounds(self) -> Capacity:
@@ -141,6 +173,18 @@ class Capacity(_Phase):
         if self.vary == "concurrency" and self.start != int(self.start):
             raise ValueError("concurrency probes start at a whole number of streams")
         return self
+
+
+def check_open_loop(rates_per_s: list[float], arrivals: float) -> None:
+    """An open-loop phase's rates and the arrivals it schedules (kept in memory) stay within the
+    limits of llmload/strict.py."""
+    if max(rates_per_s, default=0.0) > MAX_RATE_PER_S:
+        raise ValueError(f"at most {MAX_RATE_PER_S:,.0f} arrivals per second per target")
+    if arrivals > MAX_ARRIVALS:
+        raise ValueError(
+            f"schedules about {arrivals:,.0f} arrivals per target, more than the {MAX_ARRIVALS:,} "
+            "one phase may hold: split it, or shorten it"
+        )
 
 
 AnyPhase = ConstantVUs | RampingVUs | ConstantArrivalRate | RampingArrivalRate | Sweep | Trace | Capacity

@@ -6,22 +6,24 @@ import math
 import random
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from llmload.strict import MAX_TOKENS, Strict
 
 
-class LengthDist(BaseModel):
+class LengthDist(Strict):
     """A distribution of token counts; samples are rounded and clamped to [min, max]."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     dist: Literal["fixed", "uniform", "normal", "lognormal"]
-    value: int | None = Field(None, ge=1, description="fixed: the count")
-    min: int = Field(1, ge=1)
-    max: int = Field(1_000_000, ge=1)
-    mean: float | None = Field(None, gt=0, description="normal: mean; lognormal: mean (or give median)")
-    std: float | None = Field(None, ge=0, description="normal: standard deviation")
-    median: float | None = Field(None, gt=0, description="lognormal: median")
-    sigma: float | None = Field(None, gt=0, description="lognormal: sigma of the underlying normal")
+    value: int | None = Field(None, ge=1, le=MAX_TOKENS, description="fixed: the count")
+    min: int = Field(1, ge=1, le=MAX_TOKENS)
+    max: int = Field(1_000_000, ge=1, le=MAX_TOKENS)
+    mean: float | None = Field(
+        None, gt=0, le=MAX_TOKENS, description="normal: mean; lognormal: mean (or give median)"
+    )
+    std: float | None = Field(None, ge=0, le=MAX_TOKENS, description="normal: standard deviation")
+    median: float | None = Field(None, gt=0, le=MAX_TOKENS, description="lognormal: median")
+    sigma: float | None = Field(None, gt=0, le=10, description="lognormal: sigma of the underlying normal")
 
     @model_validator(mode="after")
     def _check(self) -> LengthDist:
@@ -63,7 +65,7 @@ class LengthDist(BaseModel):
         return float(self.mean or 1)
 
 
-Length = Annotated[Annotated[int, Field(ge=1)] | LengthDist, Field(union_mode="left_to_right")]
+Length = Annotated[Annotated[int, Field(ge=1, le=MAX_TOKENS)] | LengthDist, Field(union_mode="left_to_right")]
 
 
 def sample_length(spec: int | LengthDist, rng: random.Random) -> int:

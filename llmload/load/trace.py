@@ -18,9 +18,11 @@ from the first kept request. Bad input names the file and the line (exit 2).
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmload.strict import MAX_TOKENS
 from llmload.yamlsrc import InputError, jsonl_objects
 
 BLOCK_TOKENS = 512  # Mooncake's hash_ids block size
@@ -109,10 +111,16 @@ def _pick(
 
 
 def _number(v: object, path: Path, n: int, what: str) -> float:
+    """A finite number: ``Infinity`` raised OverflowError and ``NaN`` broke the sort (issue 30)."""
     try:
-        return float(v)  # type: ignore[arg-type]
+        if isinstance(v, bool):
+            raise TypeError
+        x = float(v)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise InputError(f"{path}:{n}: {what} must be a number, got {v!r}") from None
+    if not math.isfinite(x):
+        raise InputError(f"{path}:{n}: {what} must be a finite number, got {v!r}")
+    return x
 
 
 def _count(obj: dict[str, object], names: tuple[str, ...], path: Path, n: int) -> int:
@@ -120,4 +128,6 @@ def _count(obj: dict[str, object], names: tuple[str, ...], path: Path, n: int) -
     v = _number(raw, path, n, name)
     if v < 0 or v != int(v):
         raise InputError(f"{path}:{n}: {name} must be a whole number >= 0, got {v:g}")
+    if v > MAX_TOKENS:
+        raise InputError(f"{path}:{n}: {name} {v:g} is more than {MAX_TOKENS:,} tokens")
     return int(v)

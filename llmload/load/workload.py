@@ -19,7 +19,6 @@ difference between the server's prompt tokens and llmload's).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +27,8 @@ from typing import Any
 
 from llmload.load.lengths import sample_length
 from llmload.load.trace import BLOCK_TOKENS, TraceRow, load_trace
-from llmload.yamlsrc import InputError, jsonl_objects
+from llmload.strict import MAX_TOKENS
+from llmload.yamlsrc import InputError, json_value, jsonl_objects
 
 _WORDS = (
     "time year people way day man thing woman life child world school state family student group country "
@@ -222,10 +222,7 @@ def load_dataset(path: Path, kind: str) -> list[tuple[list[dict[str, str]], int 
         for n, obj in jsonl_objects(text, path):
             items.append(_jsonl_item(obj, path, n))
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        data = json_value(text, path)
         if not isinstance(data, list):
             raise InputError(f"{path}:1: a ShareGPT file is a JSON list of {{conversations: [...]}}")
         for n, conv in enumerate(data):
@@ -241,8 +238,8 @@ def _jsonl_item(obj: Any, path: Path, n: int) -> tuple[list[dict[str, str]], int
     if not isinstance(obj, dict):
         raise InputError(f"{path}:{n}: expected a JSON object with `prompt` or `messages`")
     out = obj.get("output_tokens", obj.get("max_tokens"))
-    if out is not None and (not isinstance(out, int) or out < 1):
-        raise InputError(f"{path}:{n}: output_tokens must be a positive integer")
+    if out is not None and (not isinstance(out, int) or isinstance(out, bool) or not 1 <= out <= MAX_TOKENS):
+        raise InputError(f"{path}:{n}: output_tokens must be a whole number from 1 to {MAX_TOKENS:,}")
     if isinstance(obj.get("prompt"), str):
         return [{"role": "user", "content": obj["prompt"]}], out
     msgs = obj.get("messages")

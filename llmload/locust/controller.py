@@ -17,6 +17,7 @@ import gevent
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 
+from llmload.failures import failure_pause
 from llmload.gctune import freeze_startup_objects
 from llmload.load.plan import PlanStep, arrival_times, build_plan, split_share
 from llmload.load.workload import RequestSpec, WorkloadSource
@@ -153,8 +154,9 @@ class LLMRun:
 
         A user that fails at once would otherwise send thousands of requests a second (measured:
         14,339 in 5 s against a server answering 429). The pause is the server's Retry-After when
-        it sent one, else client.failure_pause doubled for each failure in a row; at most
-        client.failure_pause_max either way; counted per target (requests.backoffs, backoff_s).
+        it sent one, else client.failure_pause doubled for each failure in a row; within
+        [failure_pause, failure_pause_max] either way (failures.failure_pause); counted per target
+        (requests.backoffs, backoff_s).
         Open-loop arrivals keep their schedule: a late send is measured there, not avoided.
         """
         if rec.ok or rec.status == "aborted":
@@ -162,8 +164,7 @@ class LLMRun:
             return
         c = self.sc.client
         n = user.llm_failures_in_a_row = user.llm_failures_in_a_row + 1
-        wanted = rec.retry_after_s if rec.retry_after_s is not None else c.failure_pause * 2 ** min(n - 1, 16)
-        pause = min(wanted, c.failure_pause_max)
+        pause = failure_pause(rec.retry_after_s, n, c.failure_pause, c.failure_pause_max)
         if pause <= 0 or self.draining:
             return
         self.collector.backoff(rec.target, pause)
