@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from llmload import selftest_server
+from llmload.children import spawn, wait_port_file
 from llmload.histogram import Histogram
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,10 +163,9 @@ def main() -> int:
     warmup = max(20.0, seconds / 5)
     tmp = Path(tempfile.mkdtemp(prefix="bench-rss-"))
     port_file = tmp / "port"
-    server = selftest_server.start(port_file, a.interval_ms, cwd=ROOT)
+    server = spawn(selftest_server.command(port_file, a.interval_ms))
     try:
-        while not port_file.exists():
-            time.sleep(0.02)
+        wait_port_file(server, port_file, 20.0, what="self-test server")
         sc = tmp / "rss.yaml"
         sc.write_text(scenario(f"http://127.0.0.1:{port_file.read_text()}", users, a.tokens, seconds))
         cmd = [sys.executable, "-m", "llmload", "run", str(sc), "--results", str(tmp / "r"), "--quiet"]

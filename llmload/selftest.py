@@ -26,7 +26,6 @@ it when the share is at least ``AUTO_MIN_CHUNKS_PER_S`` (a smaller run cannot co
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from typing import Literal
 import gevent
 
 from llmload import selftest_server
-from llmload.children import die_with_parent
+from llmload.children import spawn, stop, wait_port_file
 from llmload.load.plan import PlanStep
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
@@ -138,33 +137,19 @@ def measure(
     """
     with tempfile.TemporaryDirectory(prefix="llmload-selftest-") as d:
         port_file = Path(d) / "port"
-        server = selftest_server.start(
-            port_file,
-            interval_ms,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
+        server = spawn(
+            selftest_server.command(port_file, interval_ms), tied=True, own_session=False, quiet=True
         )
         try:
-            url = f"http://127.0.0.1:{_wait_port(port_file, server)}"
-            chunks, cpu_s = _drive(url, seconds, streams, interval_ms)
+            port = wait_port_file(
+                server, port_file, START_TIMEOUT_S, what="self-test server", sleep=gevent.sleep
+            )
+            chunks, cpu_s = _drive(f"http://127.0.0.1:{port}", seconds, streams, interval_ms)
         finally:
-            server.terminate()
-            server.wait()
+            stop(server, 5.0)
     if not chunks:
         raise RuntimeError("the self-test read no chunks from its loopback server")
     return chunks, cpu_s
-
-
-def _wait_port(port_file: Path, server: subprocess.Popen[bytes]) -> int:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if port_file.exists():
-            return int(port_file.read_text())
-        if server.poll() is not None:
-            raise RuntimeError(f"self-test server exited with {server.returncode}")
-        gevent.sleep(0.02)
-    raise RuntimeError(f"self-test server gave no port within {START_TIMEOUT_S:g} s")
 
 
 def _drive(url: str, seconds: float, streams: int, interval_ms: float) -> tuple[int, float]:

@@ -15,10 +15,8 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from llmload.sim import wire
 from llmload.sim.http import HttpProtocol, HttpRequest
@@ -73,10 +71,11 @@ def serve(port_file: Path, interval_ms: float, host: str = "127.0.0.1") -> None:
     asyncio.run(main())
 
 
-def start(port_file: Path, interval_ms: float, **popen: Any) -> subprocess.Popen[bytes]:
-    """This server in a process of its own; it writes its port to ``port_file`` once it listens."""
+def command(port_file: Path, interval_ms: float) -> list[str]:
+    """This server as a process of its own (llmload/children.py); it writes its port to ``port_file``
+    once it listens."""
     cmd = [sys.executable, "-m", "llmload.selftest_server", "--port-file", str(port_file)]
-    return subprocess.Popen([*cmd, "--interval-ms", str(interval_ms)], **popen)
+    return [*cmd, "--interval-ms", str(interval_ms)]
 
 
 def main() -> int:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmload.children import spawn
 from llmload.load.executors import Capacity
 from llmload.scenario import Scenario
 
@@ -110,10 +111,7 @@ def probe_command(
 def start_probe(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
     """Start the probe in a session of its own: a signal reaches it only as the search forwards it."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    return spawn(cmd, own_session=True, log=log)
 
 
 def last_line(log: Path) -> str:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llmload.children import spawn, stop
 from llmload.cores import worker_count
 from llmload.usage import ArgParser
 from llmload.yamlsrc import InputError
@@ -186,7 +185,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
         return _locust_main(largs + extra)
     finally:
         for p in procs:
-            _stop(p)
+            stop(p, 5.0, grace_s=15.0)  # a worker ends by itself once its master quits
         handoff.unlink(missing_ok=True)
         handoff.parent.rmdir()
 
@@ -239,20 +238,7 @@ def _spawn_worker(host: str, port: int) -> subprocess.Popen[bytes]:
     # A session of its own: Ctrl-C in the terminal reaches the master alone, which drains the
     # workers' streams through its messages; a worker that took the signal itself would quit
     # mid-stream and read as a lost worker.
-    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def _stop(p: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    return spawn(cmd, own_session=True)
 
 
 def worker_command(argv: list[str]) -> int:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmload.children import Child, ChildStartError, spawn, stop, wait_for
 from llmload.results_model import Summary, TargetBlock
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class TelemetryScraper:
         ]
         self.out = results.dir / "telemetry.jsonl"
         self.interval = sc.client.scrape_interval
-        self.proc: Any = None
+        self.proc: Child | None = None
 
     def start(self, first_scrape_timeout_s: float = 10.0) -> None:
         """Start scraping and wait for the first scrape: the baseline, taken before any load.
@@ -155,40 +155,25 @@ class TelemetryScraper:
         if not self.targets or self.proc is not None:
             return
         import json
-        import subprocess
         import sys
 
-        from llmload.children import die_with_parent
-
         spec = json.dumps({"out": str(self.out), "interval": self.interval, "targets": self.targets})
-        proc = self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llmload.scrape", spec],
-            stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
-            start_new_session=True,  # a Ctrl-C to the group must not take the last scrape early
-        )
-        deadline = time.monotonic() + first_scrape_timeout_s
-        while time.monotonic() < deadline and proc.poll() is None:
-            if self.out.exists() and self.out.stat().st_size > 0:
-                return
-            if self.proc is None:  # a signal stopped the run (and this scraper) while it started
-                return
-            time.sleep(0.05)
-        log.warning("llmload: no telemetry scraped within %g s of start", first_scrape_timeout_s)
+        # tied: its own session, as a Ctrl-C to the group must not take the last scrape early
+        proc = self.proc = spawn([sys.executable, "-m", "llmload.scrape", spec], tied=True)
+
+        def first_scrape() -> bool:  # (or a signal stopped the run, and this scraper, while it started)
+            return self.proc is None or (self.out.exists() and self.out.stat().st_size > 0)
+
+        try:
+            wait_for(proc, first_scrape, first_scrape_timeout_s, what="the /metrics scraper")
+        except ChildStartError as e:
+            log.warning("llmload: no telemetry scraped at start: %s", e)
 
     def stop(self) -> None:
         """SIGTERM: the child takes one last scrape (the counters after the load), then exits."""
-        if self.proc is None:
-            return
-        import subprocess
-
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
+        if self.proc is not None:
+            stop(self.proc, 10.0)
+            self.proc = None
 
 
 def _sim_dialect(t: Target) -> str:

@@ -10,16 +10,13 @@ stderr lines when it exits or times out first.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 
-from llmload.children import die_with_parent
+from llmload.children import ChildStartError, spawn, stop, wait_port_file
 
 WILDCARDS = ("", "*", "0.0.0.0", "::")
 
@@ -78,29 +75,14 @@ class SimProcess:
             "--port-file",
             str(port_file),
         ]
-        with open(err_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [*cmd, *self.args],
-                stdout=err if self.log_path else subprocess.DEVNULL,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                env=self.env,
-                preexec_fn=die_with_parent if self.tied else None,
-                start_new_session=self.tied,
-            )
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if port_file.exists():
-                self.port = int(port_file.read_text())
-                return self
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        tail = err_path.read_text(errors="replace").strip().splitlines()[-3:]
-        rc = self.proc.poll()
-        self.stop()
-        why = f"exited with {rc}" if rc is not None else f"no port after {self.start_timeout_s:.0f} s"
-        raise SimStartError(f"simulator {why}: {' | '.join(tail) or '(no stderr)'}")
+        self.proc = spawn([*cmd, *self.args], tied=self.tied, log=err_path, env=self.env)
+        try:
+            self.port = wait_port_file(self.proc, port_file, self.start_timeout_s, what="simulator")
+            return self
+        except ChildStartError as e:
+            tail = err_path.read_text(errors="replace").strip().splitlines()[-3:]
+            self.stop()
+            raise SimStartError(f"{e}: {' | '.join(tail) or '(no stderr)'}") from None
 
     def stderr_text(self) -> str:
         if self._dir is None:
@@ -110,17 +92,7 @@ class SimProcess:
 
     def stop(self, timeout_s: float = 10.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout_s``; returns the exit code."""
-        rc = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    os.kill(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait()
-            rc = self.proc.returncode
-        return rc
+        return stop(self.proc, timeout_s) if self.proc is not None else None
 
     def close(self, timeout_s: float = 10.0) -> None:
         self.stop(timeout_s)
