@@ -153,52 +153,17 @@ def stream_request(
     try:
         try:
             resp = transport.send(req.method, req.path, req.headers, req.body)
-        except TimedOut as e:
-            rec.status, rec.error, rec.e2e_s = "timeout", clip(str(e), mask), clock() - t_send
-            return rec
-        except ConnectFailed as e:
-            rec.status, rec.error, rec.e2e_s = "connect", clip(str(e), mask), clock() - t_send
+        except (TimedOut, ConnectFailed) as e:
+            rec.status = "timeout" if isinstance(e, TimedOut) else "connect"
+            rec.error, rec.e2e_s = clip(str(e), mask), clock() - t_send
             return rec
         rec.http_status = resp.status
         if resp.status != 200:
-            body = b""
-            try:
-                body = resp.read_body(4096)
-                complete = True
-            except (TimedOut, ConnectFailed):
-                pass
-            rec.status = classify_http(resp.status)
-            rec.retry_after_s = resp.retry_after_s
-            rec.error = clip(f"HTTP {resp.status}: {error_message(body, mask)}", mask)
+            complete = _refused(resp, rec, mask)
             rec.e2e_s = clock() - t_send
             return rec
         deadline = t_send + total_timeout_s
-        t = t_send
-        seen = 0
-        waiting_first = True
-        try:
-            for t, data in resp.blocks():
-                state.feed_block(t, data)
-                if waiting_first and state.first_text_t is not None:
-                    waiting_first = False
-                    resp.token_arrived()
-                    if first_token is not None:
-                        first_token(state.first_text_t - t_send)
-                if progress is not None:
-                    now_tokens = state.streamed_tokens
-                    if now_tokens != seen:
-                        progress(now_tokens - seen)
-                        seen = now_tokens
-                if state.done or t > deadline:
-                    break
-            else:
-                complete = True
-        except TimedOut as e:
-            state._fail("timeout", clip(str(e), mask))
-        except ConnectFailed as e:
-            # The connection broke: a last line without its newline was cut short, not malformed.
-            state.discard_partial()
-            state._fail("truncated", clip(f"connection lost mid-stream: {e}", mask))
+        t, complete = _read(resp, state, deadline, progress, first_token, mask)
         state.flush(t)
         if state.done:
             complete = True
@@ -217,3 +182,56 @@ def stream_request(
                 resp.close(complete)
             except Exception:  # noqa: BLE001 - releasing a broken socket must not mask the result
                 pass
+
+
+def _refused(resp: Response, rec: RequestRecord, mask: Masker | None) -> bool:
+    """A status other than 200: the record's class, Retry-After and the body's error (masked, then
+    cut). True when the body was read to its end (the connection can be reused)."""
+    body = b""
+    complete = False
+    try:
+        body = resp.read_body(4096)
+        complete = True
+    except (TimedOut, ConnectFailed):
+        pass
+    rec.status = classify_http(resp.status)
+    rec.retry_after_s = resp.retry_after_s
+    rec.error = clip(f"HTTP {resp.status}: {error_message(body, mask)}", mask)
+    return complete
+
+
+def _read(
+    resp: Response,
+    state: StreamState,
+    deadline: float,
+    progress: Callable[[int], None] | None,
+    first_token: Callable[[float], None] | None,
+    mask: Masker | None,
+) -> tuple[float, bool]:
+    """Feed every block of the stream to ``state``: (the last block's time, whether the body ended)."""
+    t = state.t_send
+    seen = 0
+    waiting_first = True
+    try:
+        for t, data in resp.blocks():
+            state.feed_block(t, data)
+            if waiting_first and state.first_text_t is not None:
+                waiting_first = False
+                resp.token_arrived()
+                if first_token is not None:
+                    first_token(state.first_text_t - state.t_send)
+            if progress is not None:
+                now_tokens = state.streamed_tokens
+                if now_tokens != seen:
+                    progress(now_tokens - seen)
+                    seen = now_tokens
+            if state.done or t > deadline:
+                return t, False
+        return t, True
+    except TimedOut as e:
+        state._fail("timeout", clip(str(e), mask))
+    except ConnectFailed as e:
+        # The connection broke: a last line without its newline was cut short, not malformed.
+        state.discard_partial()
+        state._fail("truncated", clip(f"connection lost mid-stream: {e}", mask))
+    return t, False

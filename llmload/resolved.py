@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from llmload.scenario import Scenario, Target, validate_data
+from llmload.scenario import Scenario, validate_data
+from llmload.target_spec import Target
 
 Mode = Literal["local", "distributed"]
 

@@ -12,6 +12,8 @@ anything is allocated. docs/scenarios.md lists them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 MAX_USERS = 100_000  # concurrent streams (users, vus, max_vus, concurrency levels) per target
@@ -24,3 +26,10 @@ class Strict(BaseModel):
     """Unknown keys rejected, frozen, finite floats."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def settle(model: BaseModel, **values: Any) -> None:
+    """Inside a model's own validator: set what validation resolved (the model is frozen after)."""
+    for name, value in values.items():
+        object.__setattr__(model, name, value)
+        model.__pydantic_fields_set__.add(name)  # set, as an assignment would be (exclude_unset dumps)

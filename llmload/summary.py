@@ -31,7 +31,8 @@ from llmload.results_model import (
     Tokens,
 )
 from llmload.runstate import WARMUP, Aggregator
-from llmload.scenario import Scenario, Target
+from llmload.scenario import Scenario
+from llmload.target_spec import Target
 from llmload.throughput import Window, throughput_block
 
 SCHEMA = SUMMARY_SCHEMA

@@ -19,8 +19,9 @@ from pathlib import Path
 import httpx
 
 from llmload.resolved import SimAddress
-from llmload.scenario import Scenario, Target
+from llmload.scenario import Scenario
 from llmload.sim.process import WILDCARDS, SimProcess, SimStartError
+from llmload.target_spec import Target
 from llmload.yamlsrc import InputError
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from llmload.load.executors import (
     AnyPhase,
@@ -86,100 +86,109 @@ def plan_steps(phases: Sequence[AnyPhase], trace: Sequence[float] = ()) -> list[
     steps: list[Step] = []
     for i, ph in enumerate(phases):
         name = ph.name or (ph.executor if len(phases) == 1 else f"{i + 1}-{ph.executor}")
-        if isinstance(ph, ConstantVUs):
-            steps.append(
-                Step(name, name, ph.duration, ph.max_requests, users=ph.vus, spawn_rate=ph.spawn_rate)
-            )
-        elif isinstance(ph, RampingVUs):
-            cur = ph.start_vus
-            for j, st in enumerate(ph.stages):
-                steps.append(
-                    Step(
-                        name,
-                        f"{name}#{j + 1}",
-                        st.duration,
-                        ph.max_requests,
-                        users=int(st.target),
-                        start_users=cur,
-                    )
-                )
-                cur = int(st.target)
-        elif isinstance(ph, ConstantArrivalRate):
-            steps.append(
-                Step(
-                    name,
-                    name,
-                    ph.duration,
-                    ph.max_requests,
-                    rate=ph.rate / ph.time_unit,
-                    arrival=ph.arrival,
-                    max_vus=ph.max_vus,
-                    on_saturation=ph.on_saturation,
-                )
-            )
-        elif isinstance(ph, RampingArrivalRate):
-            cur_r = ph.start_rate / ph.time_unit
-            for j, st in enumerate(ph.stages):
-                r = st.target / ph.time_unit
-                steps.append(
-                    Step(
-                        name,
-                        f"{name}#{j + 1}",
-                        st.duration,
-                        ph.max_requests,
-                        rate=r,
-                        start_rate=cur_r,
-                        arrival=ph.arrival,
-                        max_vus=ph.max_vus,
-                        on_saturation=ph.on_saturation,
-                    )
-                )
-                cur_r = r
-        elif isinstance(ph, Trace):
-            span = trace[-1] if trace else 0.0
-            steps.append(
-                Step(
-                    name,
-                    name,
-                    span + TRACE_TAIL_S,
-                    len(trace),
-                    rate=len(trace) / max(span, 1e-9),  # nominal: the arrivals are the trace's
-                    max_vus=ph.max_vus,
-                    on_saturation=ph.on_saturation,
-                    arrivals=tuple(trace),
-                )
-            )
-        elif isinstance(ph, Capacity):
+        if isinstance(ph, Capacity):
             raise ValueError("a capacity phase is a search of probe runs (llmload/capacity/), not a step")
-        elif isinstance(ph, Sweep):
-            for lv in ph.levels:
-                if ph.vary == "concurrency":
-                    steps.append(
-                        Step(
-                            name,
-                            f"c={int(lv)}",
-                            ph.hold,
-                            ph.requests,
-                            users=int(lv),
-                            value=lv,
-                            settle_after=ph.settle,
-                        )
-                    )
-                else:
-                    steps.append(
-                        Step(
-                            name,
-                            f"rate={lv:g}",
-                            ph.hold,
-                            ph.requests,
-                            rate=lv,
-                            arrival=ph.arrival,
-                            max_vus=ph.max_vus,
-                            value=lv,
-                            settle_after=ph.settle,
-                        )
-                    )
+        steps += _STEPS[type(ph)](ph, name, trace)
     return steps
+
+
+def _constant_vus(ph: ConstantVUs, name: str, trace: Sequence[float]) -> list[Step]:
+    return [Step(name, name, ph.duration, ph.max_requests, users=ph.vus, spawn_rate=ph.spawn_rate)]
+
+
+def _ramping_vus(ph: RampingVUs, name: str, trace: Sequence[float]) -> list[Step]:
+    starts = [ph.start_vus, *(int(st.target) for st in ph.stages)]
+    return [
+        Step(
+            name, f"{name}#{j + 1}", st.duration, ph.max_requests, users=int(st.target), start_users=starts[j]
+        )
+        for j, st in enumerate(ph.stages)
+    ]
+
+
+def _constant_rate(ph: ConstantArrivalRate, name: str, trace: Sequence[float]) -> list[Step]:
+    rate = ph.rate / ph.time_unit
+    return [
+        Step(
+            name,
+            name,
+            ph.duration,
+            ph.max_requests,
+            rate=rate,
+            arrival=ph.arrival,
+            max_vus=ph.max_vus,
+            on_saturation=ph.on_saturation,
+        )
+    ]
+
+
+def _ramping_rate(ph: RampingArrivalRate, name: str, trace: Sequence[float]) -> list[Step]:
+    rates = [ph.start_rate / ph.time_unit, *(st.target / ph.time_unit for st in ph.stages)]
+    return [
+        Step(
+            name,
+            f"{name}#{j + 1}",
+            st.duration,
+            ph.max_requests,
+            rate=rates[j + 1],
+            start_rate=rates[j],
+            arrival=ph.arrival,
+            max_vus=ph.max_vus,
+            on_saturation=ph.on_saturation,
+        )
+        for j, st in enumerate(ph.stages)
+    ]
+
+
+def _trace(ph: Trace, name: str, trace: Sequence[float]) -> list[Step]:
+    span = trace[-1] if trace else 0.0
+    rate = len(trace) / max(span, 1e-9)  # nominal: the arrivals are the trace's
+    sat = ph.on_saturation
+    return [
+        Step(
+            name,
+            name,
+            span + TRACE_TAIL_S,
+            len(trace),
+            rate=rate,
+            max_vus=ph.max_vus,
+            on_saturation=sat,
+            arrivals=tuple(trace),
+        )
+    ]
+
+
+def _sweep(ph: Sweep, name: str, trace: Sequence[float]) -> list[Step]:
+    if ph.vary == "concurrency":
+        return [
+            Step(name, f"c={int(lv)}", ph.hold, ph.requests, users=int(lv), value=lv, settle_after=ph.settle)
+            for lv in ph.levels
+        ]
+    return [
+        Step(
+            name,
+            f"rate={lv:g}",
+            ph.hold,
+            ph.requests,
+            rate=lv,
+            arrival=ph.arrival,
+            max_vus=ph.max_vus,
+            value=lv,
+            settle_after=ph.settle,
+        )
+        for lv in ph.levels
+    ]
+
+
+# The steps of each kind of phase (a capacity phase is a search of its own, never steps)
+_STEPS: dict[type, Callable[[Any, str, Sequence[float]], list[Step]]] = {
+    ConstantVUs: _constant_vus,
+    RampingVUs: _ramping_vus,
+    ConstantArrivalRate: _constant_rate,
+    RampingArrivalRate: _ramping_rate,
+    Trace: _trace,
+    Sweep: _sweep,
+}
 
 
 def build_plan(

@@ -18,10 +18,11 @@ from llmload.results_model import Summary, TargetBlock
 
 if TYPE_CHECKING:
     from llmload.runstate import Collector
-    from llmload.scenario import Scenario, Target
+    from llmload.scenario import Scenario
     from llmload.sinks.influx import InfluxSink
     from llmload.sinks.influx_preflight import Preflight
     from llmload.sinks.results import ResultsWriter
+    from llmload.target_spec import Target
 
 log = logging.getLogger("llmload")
 

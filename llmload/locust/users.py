@@ -16,8 +16,9 @@ import gevent
 from geventhttpclient.url import URL
 from locust import FastHttpUser, constant, task
 
-from llmload.scenario import Scenario, Target
+from llmload.scenario import Scenario
 from llmload.stamps import ReadStamps
+from llmload.target_spec import Target
 from llmload.transport import GeventTransport
 
 
