@@ -3,7 +3,7 @@
 The server (tests/sse_server.py, its own process pinned to the other core) stamps
 every chunk with CLOCK_MONOTONIC at the write; the client (this process, pinned
 to one core) stamps each line with the stamp of the read that delivered it: the
-kernel's receive time (SO_TIMESTAMPNS, llmload/transport.py) or the perf_counter
+kernel's receive time (SO_TIMESTAMPNS, llmload/stamped_socket.py) or the perf_counter
 when the read returned (user space), both on the same clock on Linux.
 Error = client stamp - server stamp.
 

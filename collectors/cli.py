@@ -18,6 +18,7 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -28,7 +29,7 @@ from collectors.loop import Collector, EnginePoints, GpuPoints, Source
 from collectors.nvml import NvmlSource
 from collectors.samples import Point
 from llmload.sinks.influx import InfluxSink
-from llmload.sinks.influx_config import add_influx_arguments, influx_config_from_args
+from llmload.sinks.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
 from llmload.sinks.influx_preflight import check as influx_preflight
 from llmload.sinks.lineproto import format_point, seconds_to_ns
 
@@ -108,6 +109,65 @@ def build_sources(ns: argparse.Namespace, host: str, tags: dict[str, str]) -> li
     return sources
 
 
+def _config(ns: argparse.Namespace) -> InfluxConfig | None:
+    """Where the points go: the InfluxDB options as a config, or None with --stdout alone."""
+    try:
+        config = influx_config_from_args(ns)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadInput(
+            f"influx options: {'.'.join(map(str, first['loc'])) or 'url'}: {first['msg']}"
+        ) from None
+    if config is None and not ns.stdout:
+        raise BadInput("give --influx URL (where to write) or --stdout")
+    return config
+
+
+def _print_points(points: list[Point]) -> None:
+    """--stdout: the points as line protocol on standard output."""
+    out = []
+    for measurement, ptags, fields, t in points:
+        line = format_point(measurement, ptags, fields, seconds_to_ns(t))
+        if line is not None:
+            out.append(line)
+    if out:
+        sys.stdout.write("\n".join(out) + "\n")
+        sys.stdout.flush()
+
+
+def _open_sink(config: InfluxConfig, ns: argparse.Namespace, host: str) -> InfluxSink:
+    """The started InfluxDB sink, its destination checked and logged (never stopping the collector)."""
+    sink = InfluxSink(config, run_id="collector", spool_dir=ns.spool_dir, worker=host)
+    sink.start()
+    log.info("writing to %s every %g s", config.describe(), ns.interval)
+    found = influx_preflight(config)  # 2 s at most; a finding never stops the collector
+    log.log(logging.INFO if found.ok else logging.WARNING, "%s", found.line(config, ns.spool_dir))
+    return sink
+
+
+def _sink_points(sink: InfluxSink) -> Callable[[list[Point]], None]:
+    """Points handed to the sink, which buffers them and writes or spools them."""
+
+    def emit(points: list[Point]) -> None:
+        for measurement, ptags, fields, t in points:
+            sink.point(measurement, ptags, fields, t)
+
+    return emit
+
+
+def _close(sink: InfluxSink | None, sources: list[Source], interval_s: float) -> None:
+    """Write or spool what the sink holds, and shut NVML down."""
+    if sink is not None:
+        stats = sink.close(timeout_s=max(2.0, min(10.0, interval_s * 2)))
+        if stats["spooled"]:
+            log.warning(
+                "%d points spooled to %s (llmload influx replay)", stats["spooled"], stats["spool_dir"]
+            )
+    for src in sources:
+        if isinstance(src, GpuPoints) and isinstance(src.source, NvmlSource):
+            src.source.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -123,44 +183,17 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInput("--interval must be > 0")
         tags = parse_tags(ns.tag)
         sources = build_sources(ns, host, tags)
-        try:
-            config = influx_config_from_args(ns)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise BadInput(
-                f"influx options: {'.'.join(map(str, first['loc'])) or 'url'}: {first['msg']}"
-            ) from None
-        if config is None and not ns.stdout:
-            raise BadInput("give --influx URL (where to write) or --stdout")
+        config = _config(ns)
     except BadInput as exc:
         print(f"collectors: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     sink: InfluxSink | None = None
-    if ns.stdout:
-
-        def emit(points: list[Point]) -> None:
-            out = []
-            for measurement, ptags, fields, t in points:
-                line = format_point(measurement, ptags, fields, seconds_to_ns(t))
-                if line is not None:
-                    out.append(line)
-            if out:
-                sys.stdout.write("\n".join(out) + "\n")
-                sys.stdout.flush()
-
-    else:
+    emit: Callable[[list[Point]], None] = _print_points
+    if not ns.stdout:
         assert config is not None
-        sink = InfluxSink(config, run_id="collector", spool_dir=ns.spool_dir, worker=host)
-        sink.start()
-        log.info("writing to %s every %g s", config.describe(), ns.interval)
-        found = influx_preflight(config)  # 2 s at most; a finding never stops the collector
-        log.log(logging.INFO if found.ok else logging.WARNING, "%s", found.line(config, ns.spool_dir))
-
-        def emit(points: list[Point]) -> None:
-            for measurement, ptags, fields, t in points:
-                sink.point(measurement, ptags, fields, t)
-
+        sink = _open_sink(config, ns, host)
+        emit = _sink_points(sink)
     collector = Collector(sources, emit, host=host, interval_s=ns.interval, health=not ns.no_health)
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -173,15 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-        if sink is not None:
-            stats = sink.close(timeout_s=max(2.0, min(10.0, ns.interval * 2)))
-            if stats["spooled"]:
-                log.warning(
-                    "%d points spooled to %s (llmload influx replay)", stats["spooled"], stats["spool_dir"]
-                )
-        for src in sources:
-            if isinstance(src, GpuPoints) and isinstance(src.source, NvmlSource):
-                src.source.close()
+        _close(sink, sources, ns.interval)
     if ns.once and not any(collector.up.values()):
         return EXIT_NO_SOURCE
     return EXIT_OK

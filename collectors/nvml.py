@@ -115,7 +115,26 @@ class NvmlSource:
         uuid = self._call(err, key, "uuid", nv.nvmlDeviceGetUUID, h)
         gpu = GpuSample(gpu=key, uuid=_text(uuid or ""), gpu_name=_text(name or ""), source="nvml")
         f = gpu.fields
+        self._memory(nv, err, key, h, f)
+        self._utilisation(nv, err, key, h, f)
+        power_mw = self._call(err, key, "power", nv.nvmlDeviceGetPowerUsage, h)
+        if power_mw is not None:
+            f["power_watts"] = float(power_mw) / 1000.0
+        energy_mj = self._call(err, key, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h)
+        if energy_mj is not None:
+            f["energy_joules"] = float(energy_mj) / 1000.0
+        temp = self._call(
+            err, key, "temperature", nv.nvmlDeviceGetTemperature, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0)
+        )
+        if temp is not None:
+            f["temperature_c"] = float(temp)
+        sm = self._call(err, key, "SM clock", nv.nvmlDeviceGetClockInfo, h, getattr(nv, "NVML_CLOCK_SM", 1))
+        if sm is not None:
+            f["sm_clock_mhz"] = float(sm)
+        return gpu, self._processes(nv, err, key, h, f, engine_pids)
 
+    def _memory(self, nv: Any, err: type[BaseException], key: str, h: Any, f: dict[str, float]) -> None:
+        """Total, used, free (and reserved, where NVML's v2 memory info gives it) bytes."""
         mem = None
         v2 = getattr(nv, "nvmlMemory_v2", None)
         if v2 is not None:
@@ -133,6 +152,8 @@ class NvmlSource:
             if reserved is not None:
                 f["memory_reserved_bytes"] = float(reserved)
 
+    def _utilisation(self, nv: Any, err: type[BaseException], key: str, h: Any, f: dict[str, float]) -> None:
+        """GPU and memory utilisation ratios; left out (one line) on a MIG-enabled GPU."""
         mig = False
         try:
             current, _pending = nv.nvmlDeviceGetMigMode(h)
@@ -147,21 +168,16 @@ class NvmlSource:
                 f["gpu_util_ratio"] = float(util.gpu) / 100.0
                 f["mem_util_ratio"] = float(util.memory) / 100.0
 
-        power_mw = self._call(err, key, "power", nv.nvmlDeviceGetPowerUsage, h)
-        if power_mw is not None:
-            f["power_watts"] = float(power_mw) / 1000.0
-        energy_mj = self._call(err, key, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h)
-        if energy_mj is not None:
-            f["energy_joules"] = float(energy_mj) / 1000.0
-        temp = self._call(
-            err, key, "temperature", nv.nvmlDeviceGetTemperature, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0)
-        )
-        if temp is not None:
-            f["temperature_c"] = float(temp)
-        sm = self._call(err, key, "SM clock", nv.nvmlDeviceGetClockInfo, h, getattr(nv, "NVML_CLOCK_SM", 1))
-        if sm is not None:
-            f["sm_clock_mhz"] = float(sm)
-
+    def _processes(
+        self,
+        nv: Any,
+        err: type[BaseException],
+        key: str,
+        h: Any,
+        f: dict[str, float],
+        engine_pids: set[int] | None,
+    ) -> list[ProcessSample]:
+        """Each compute process's GPU memory; the engine tree's sum as ``engine_memory_bytes``."""
         procs: list[ProcessSample] = []
         running = self._call(err, key, "running processes", nv.nvmlDeviceGetComputeRunningProcesses, h)
         engine_bytes = 0.0
@@ -175,4 +191,4 @@ class NvmlSource:
                 engine_bytes += float(used)
         if engine_pids is not None and running is not None:
             f["engine_memory_bytes"] = engine_bytes
-        return gpu, procs
+        return procs

@@ -18,7 +18,7 @@ Two ways a busy client distorts a figure:
   stamp), or more than ``COALESCED_FLAG`` came in one read with later tokens (the kernel merged
   them, so the stamp is the later arrival's: late by up to a gap). A client that read on time was
   not late by more than its delay, whoever merged them. First tokens that merely came with the
-  headers keep their kernel stamp (llmload/transport.py).
+  headers keep their kernel stamp (llmload/stamped_socket.py).
 
 A target with no reads at all (never reached, every request refused) is judged on nothing. A
 flag names the figure and why; it does not change the exit code. docs/results.md has the keys.

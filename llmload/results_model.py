@@ -19,98 +19,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-Status = Literal[
-    "ok",
-    "http_4xx",
-    "http_429",
-    "http_5xx",
-    "connect",
-    "timeout",
-    "stream_error",
-    "truncated",
-    "malformed",
-    "empty",
-    "aborted",
-]
+# The lines of requests.jsonl, telemetry.jsonl and timeseries.jsonl are in results_lines.py; they are
+# named here too, so this module stays the one place a reader imports the results models from.
+from llmload.results_lines import LenientModel
+from llmload.results_lines import RequestLine as RequestLine
+from llmload.results_lines import Status as Status
+from llmload.results_lines import TelemetryRow as TelemetryRow
+from llmload.results_lines import TimeseriesRow as TimeseriesRow
+
 SUMMARY_SCHEMA = "llmload.summary/1"
 RunStatus = Literal["ok", "invalid", "degraded", "interrupted", "incomplete"]
 
 
-class _Model(BaseModel):
-    # A reader ignores keys it does not know: a newer llmload may add some within llmload.summary/1
-    # (a compare against an older baseline must still read it). What the writers put in is checked
-    # by round trips in tests/test_results_model.py: validate, dump, get the file back key for key.
-    model_config = ConfigDict(extra="ignore")
-
-
-class RequestLine(_Model):
-    """One line of requests.jsonl: one request sent, whatever its outcome (milliseconds)."""
-
-    target: str
-    index: int
-    worker: str
-    phase: str
-    level: str
-    status: Status
-    start_time: float
-    http_status: int | None = None
-    intended_time: float | None = None
-    schedule_lag_ms: float | None = None
-    ttft_ms: float | None = None
-    e2e_ms: float | None = None
-    tpot_ms: float | None = None
-    ttft_from_intended_ms: float | None = None
-    e2e_from_intended_ms: float | None = None
-    itl_mean_ms: float | None = None
-    itl_max_ms: float | None = None
-    prompt_tokens: int | None = None
-    prompt_tokens_client: int = 0
-    output_tokens: int = 0
-    output_tokens_approx: bool = False
-    output_tokens_source: Literal["usage", "tokenizer", "chunks"] = "chunks"
-    chunks: int = 0
-    empty_chunks: int = 0
-    finish_reason: str | None = None
-    error: str | None = None
-    retry_after_s: float | None = None
-
-
-class TelemetryRow(_Model):
-    """One row of telemetry.jsonl: one engine or GPU sample, scraped during the run (llmload/scrape.py)."""
-
-    t: float
-    target: str
-    source: Literal["engine", "gpu"]
-    metric: str  # the normalised name (docs/telemetry.md)
-    value: float
-    gpu: str | None = None  # source gpu: the DCGM gpu id
-
-
-class TimeseriesRow(_Model):
-    """One row of timeseries.jsonl: one target over one reporting interval."""
-
-    t: float
-    target: str
-    interval_s: float
-    requests: int
-    failures: int
-    output_tokens: int  # of the requests that completed in the interval
-    streamed_tokens: int  # received during the interval, as they streamed
-    output_tok_s: float
-    req_s: float
-    in_flight: int
-    users: int
-    ttft_p50_ms: float | None
-    ttft_p99_ms: float | None
-    itl_p50_ms: float | None
-    itl_p99_ms: float | None
-    loop_lag_p99_ms: float | None
-    cpu_percent: float
-
-
-class LostWorker(_Model):
+class LostWorker(LenientModel):
     worker: str
     t: float
     last_report: float
@@ -118,26 +41,26 @@ class LostWorker(_Model):
     unaccounted: dict[str, int]
 
 
-class LoopLag(_Model):
+class LoopLag(LenientModel):
     count: int | None
     p50: float | None
     p99: float | None
     max: float | None
 
 
-class CpuPercent(_Model):
+class CpuPercent(LenientModel):
     mean: float | None
     max: float | None
 
 
-class ClientDelay(_Model):
+class ClientDelay(LenientModel):
     count: int | None
     p50: float | None
     p99: float | None
     max: float | None
 
 
-class ReadTimestamps(_Model):
+class ReadTimestamps(LenientModel):
     """One target's body reads: how they were stamped (llmload/stamps.py)."""
 
     source: Literal["kernel", "user", "mixed"]
@@ -150,7 +73,7 @@ class ReadTimestamps(_Model):
     client_delay_ms: ClientDelay
 
 
-class FigureFlag(_Model):
+class FigureFlag(LenientModel):
     """A figure the stamps cannot fully correct (llmload/client_health.py)."""
 
     target: str
@@ -158,7 +81,7 @@ class FigureFlag(_Model):
     why: str
 
 
-class SelfTest(_Model):
+class SelfTest(LenientModel):
     """The capacity self-test before the run (llmload/selftest.py): this machine's cost per chunk
     through llmload's own stream client, against the scenario's expected chunk rate per process."""
 
@@ -175,7 +98,7 @@ class SelfTest(_Model):
     warning: str | None = None
 
 
-class ClientHealth(_Model):
+class ClientHealth(LenientModel):
     """The load generator's own health (llmload/client_health.py): timings are only as good as it is."""
 
     loop_lag_ms: LoopLag
@@ -188,12 +111,12 @@ class ClientHealth(_Model):
     selftest: SelfTest | None = None  # set when the self-test ran (client.selftest)
 
 
-class TelemetryInfo(_Model):
+class TelemetryInfo(LenientModel):
     scrape_interval_s: float
     scrapes: int | None
 
 
-class Step(_Model):
+class Step(LenientModel):
     """One plan step entered (the conductor's level_meta): when, for which targets, at what load."""
 
     phase: str
@@ -206,7 +129,7 @@ class Step(_Model):
     planned_s: float | None = None  # the step's scheduled length (None: until its request count)
 
 
-class RunBlock(_Model):
+class RunBlock(LenientModel):
     """summary.json's ``run``: what ran, how it ended, and why (docs/results.md)."""
 
     run_id: str
@@ -236,7 +159,7 @@ class RunBlock(_Model):
     exit_code: int | None = None
 
 
-class Latency(_Model):
+class Latency(LenientModel):
     """One latency metric over a window, in ms (metrics.Histogram.summary_ms); null percentiles when count is 0."""
 
     count: int
@@ -248,7 +171,7 @@ class Latency(_Model):
     max: float | None
 
 
-class LevelRequests(_Model):
+class LevelRequests(LenientModel):
     """Requests of one target over one level: every class counted (docs/metrics.md)."""
 
     sent: int
@@ -268,14 +191,14 @@ class Requests(LevelRequests):
     backoff_s: float
 
 
-class Tokens(_Model):
+class Tokens(LenientModel):
     prompt: int  # the server's usage (chat template included)
     prompt_client: int  # llmload's own count of the prompt text it sent
     output: int
     output_approx: bool
 
 
-class Throughput(_Model):
+class Throughput(LenientModel):
     """llmload/throughput.py's one definition: tokens received inside the window over its span."""
 
     output_tok_s: float
@@ -286,7 +209,7 @@ class Throughput(_Model):
     levels: int
 
 
-class HistogramSnapshot(_Model):
+class HistogramSnapshot(LenientModel):
     """metrics.Histogram.to_dict: sorted microsecond values and their counts; merge by addition."""
 
     unit: Literal["us"]
@@ -294,7 +217,7 @@ class HistogramSnapshot(_Model):
     counts: list[int]
 
 
-class AgreementRow(_Model):
+class AgreementRow(LenientModel):
     figure: str
     unit: str
     client: float | None
@@ -304,7 +227,7 @@ class AgreementRow(_Model):
     basis: str | None = None  # output tok/s: which scrapes the server's rate comes from
 
 
-class Agreement(_Model):
+class Agreement(LenientModel):
     """llmload's figures beside the server's own /metrics deltas (llmload/agreement.py)."""
 
     scrapes: int
@@ -312,7 +235,7 @@ class Agreement(_Model):
     agrees: bool | None
 
 
-class TargetBlock(_Model):
+class TargetBlock(LenientModel):
     """One target over the run (warm-up excluded from every figure but ``requests``)."""
 
     kind: str
@@ -328,13 +251,13 @@ class TargetBlock(_Model):
     server_agreement: Agreement | None = None  # when the target has a metrics_url
 
 
-class LevelRate(_Model):
+class LevelRate(LenientModel):
     target: float | None
     achieved: float
     level_duration_s: float
 
 
-class LevelTarget(_Model):
+class LevelTarget(LenientModel):
     """One target over one plan level: the run's figures without histograms, plus the load it got."""
 
     requests: LevelRequests
@@ -355,14 +278,14 @@ def latency(block: Figures, metric: str) -> Latency:
     return block.latency_ms.get(metric) or NOT_MEASURED
 
 
-class Level(_Model):
+class Level(LenientModel):
     phase: str
     level: str
     value: float | None  # the number in ``c=8``, when the label has one
     targets: dict[str, LevelTarget]
 
 
-class Summary(_Model):
+class Summary(LenientModel):
     """summary.json (schema ``llmload.summary/1``, docs/results.md)."""
 
     schema_: Literal["llmload.summary/1"] = Field(alias="schema")

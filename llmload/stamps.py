@@ -1,6 +1,6 @@
 """How each body read of a stream was stamped, and how late the client read it.
 
-A read is stamped by the kernel (its receive time of the last segment in the read, llmload/transport.py)
+A read is stamped by the kernel (its receive time of the last segment in the read, llmload/stamped_socket.py)
 or, where that is not available, by the client's clock when the read returned. For kernel-stamped
 reads the difference is the *client delay*: event-loop lag, GC pauses, another process on the core.
 It is measured per read into an exact histogram, merged across processes like the others, and shown

@@ -9,17 +9,9 @@ DESIGN.md recommends: exact stamps, fewer Python calls per chunk.
 Works in any gevent context (geventhttpclient uses gevent sockets natively), so
 the Locust users, the benchmarks and the tests share it. No Locust import.
 
-Receive stamps: on plain-HTTP targets on Linux each body read is a ``recvmsg`` with
-``SO_TIMESTAMPNS`` set on the socket, and the read is stamped with the kernel's receive time of
-(the last segment in) that read, moved onto the client's monotonic clock. A greenlet switch, a
-GC pause or another process on the core between the segment's arrival and the read is then not
-counted as server latency: it is measured instead, as the client delay of the read (user-space
-time minus kernel time, ``ReadStamps``). Checked here with the event loop blocked for 30 ms: the
-kernel stamp showed the read 10 ms late that a user-space clock would have called server time.
-The connection's socket does this for every read (``_StampedSocket``), the reads geventhttpclient
-makes for the response headers included, so body bytes that came with the headers (a server that
-sends its first token with them) keep their arrival time too. TLS targets (no recvmsg on an SSL
-socket) and other systems keep the user-space stamp, counted apart (llmload/stamps.py).
+Receive stamps: on plain-HTTP targets on Linux each read carries the kernel's receive time
+(llmload/stamped_socket.py); TLS targets and other systems keep the user-space stamp, counted apart
+(llmload/stamps.py).
 
 Read timeouts: a socket timeout makes gevent create and cancel a timer for every
 ``recv`` (~18% of the client's CPU at 150 streams, and a fatter p99). Instead the
@@ -33,10 +25,7 @@ the response headers keeps one ``gevent.Timeout`` per request.
 
 from __future__ import annotations
 
-import platform
 import socket
-import struct
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -48,66 +37,10 @@ from geventhttpclient.url import URL
 
 from llmload.failures import parse_retry_after
 from llmload.openai_stream import ConnectFailed, TimedOut
+from llmload.stamped_socket import KERNEL_STAMPS, SO_TIMESTAMPNS, StampedSocket
 from llmload.stamps import ReadStamps
 
 _TIMEOUTS = (socket.timeout, gevent.Timeout, TimeoutError)
-
-# SO_TIMESTAMPNS is 35 in Linux's asm-generic socket.h, which x86-64 and arm64 use (Python's socket
-# module does not name it); SCM_TIMESTAMPNS has the same value, and its data is a struct timespec.
-SO_TIMESTAMPNS = 35
-KERNEL_STAMPS = sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64", "arm64")
-_TIMESPEC = struct.Struct("@qq")
-_ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0
-# A kernel stamp further back than this is not trusted (the wall clock was stepped): user stamp.
-_MAX_DELAY_S = 60.0
-# Segments that wait in the socket while the client is behind share one stamp: the kernel merges
-# them in its receive queue and the merged buffer keeps the newest arrival time. Reading them one
-# event at a time (peek, then read up to the first event's end) was tried and measured: it gains
-# nothing for that reason, and its extra syscalls made the client fall further behind (ITL error
-# p99 at 8,000 chunks/s with both cores busy: 0.05 ms reading whole, 22 ms splitting). Such
-# reads are counted instead (coalesced_reads) and flag the ITL (llmload/client_health.py).
-
-
-class _StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships no types
-    """A connection whose every ``recv`` is a ``recvmsg`` that asks for the kernel's receive stamp.
-
-    After each read, ``read_at`` is when it returned (the client's monotonic clock), ``stamp`` when
-    its (last) segment arrived on that clock, and ``delay`` the difference: the client delay, or
-    None when the kernel gave no stamp (or one past ``_MAX_DELAY_S``) and ``stamp`` is ``read_at``.
-    """
-
-    read_at = 0.0
-    stamp = 0.0
-    delay: float | None = None
-
-    def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        # Wait for the socket first, then read. gevent's recvmsg reads first and waits on EAGAIN,
-        # but a stream's next bytes are seldom there yet when it asks: each such read was a wasted
-        # syscall and a raised exception (client CPU per chunk 42 -> 35 us at 18,000 chunks/s,
-        # bench_stream). The socket is looked up after each wait, as gevent does: a close by another
-        # greenlet meanwhile leaves a placeholder whose read raises OSError (EBADF).
-        data: bytes
-        if self.timeout != 0.0 and self._read_event is not None:  # None: closed, the read raises
-            self._wait(self._read_event)
-        while True:
-            try:
-                data, ancillary, _flags, _addr = self._sock.recvmsg(bufsize, _ANCILLARY, flags)
-                break
-            except BlockingIOError:
-                if self.timeout == 0.0:
-                    raise
-                self._wait(self._read_event)
-        wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
-        t = time.perf_counter()
-        self.read_at = self.stamp = t
-        self.delay = None
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
-                sec, nsec = _TIMESPEC.unpack_from(payload)
-                delay = wall - (sec + nsec * 1e-9)  # both wall clock: the offset cancels
-                if 0.0 <= delay < _MAX_DELAY_S:
-                    self.stamp, self.delay = t - delay, delay
-        return data
 
 
 class _Watchdog:
@@ -202,7 +135,7 @@ class GeventResponse:
             data = bytes(buf)
             del buf[:]
             sock = resp._sock  # None when the whole response came with the headers (released)
-            stamped = sock if isinstance(sock, _StampedSocket) else None
+            stamped = sock if isinstance(sock, StampedSocket) else None
             yield self._stamped(stamped, stamped.read_at if stamped is not None else clock()), data
         if self.limit is not None:
             self.last_read = clock()
@@ -227,7 +160,7 @@ class GeventResponse:
                 if self.timed_out:
                     raise TimedOut(self._silence()) from e
                 raise ConnectFailed(str(e)) from e
-            stamped = sock if isinstance(sock, _StampedSocket) else None
+            stamped = sock if isinstance(sock, StampedSocket) else None
             t = stamped.read_at if stamped is not None else clock()
             self.last_read = t
             if self.timed_out:
@@ -255,7 +188,7 @@ class GeventResponse:
                 del buf[:]
                 yield stamp, out
 
-    def _stamped(self, sock: _StampedSocket | None, t: float) -> float:
+    def _stamped(self, sock: StampedSocket | None, t: float) -> float:
         """The stamp of the read just made (the kernel's where ``sock`` has one, else ``t``), counted
         by source; never before a stamp already given (that one was late)."""
         stamps = self._stamps
@@ -352,10 +285,10 @@ class GeventTransport:
                 timer.close()
         return GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps)
 
-    def _new_socket(self, family: int, socktype: int, protocol: int) -> _StampedSocket:
+    def _new_socket(self, family: int, socktype: int, protocol: int) -> StampedSocket:
         """A new connection of a kernel-stamped target: it asks the kernel for receive stamps. A
         socket that refuses turns the target's stamps to user space (its reads then carry none)."""
-        sock = _StampedSocket(family, socktype, protocol)
+        sock = StampedSocket(family, socktype, protocol)
         try:
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         except OSError:

@@ -112,8 +112,7 @@ def _parse_map(items: list[str]) -> dict[str, str]:
     return out
 
 
-def compare_main(argv: list[str] | None = None) -> int:
-    """``llmload compare BASELINE_DIR CANDIDATE_DIR [...]`` or ``llmload compare RESULTS_DIR --targets A B``."""
+def _compare_parser() -> _Parser:
     parser = _Parser(
         prog="llmload compare",
         description="Compare two runs (or two targets of one run) with bootstrap confidence intervals.",
@@ -149,35 +148,41 @@ def compare_main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as Markdown")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
+    return parser
 
-    def body(args: argparse.Namespace) -> int:
-        opts = {
-            "threshold_pct": args.threshold,
-            "confidence": args.confidence,
-            "resamples": args.resamples,
-            "seed": args.seed,
-        }
-        if len(args.dirs) > 2:
-            raise BadResults(f"expected one or two results directories, got {len(args.dirs)}")
-        if args.targets and args.map:
-            raise BadResults("use either --targets A B or --map A=B, not both")
-        cmp: Comparison
-        if len(args.dirs) == 1:
-            if not args.targets:
-                raise BadResults("with one results directory, name the two targets: --targets A B")
-            cmp = compare_targets(args.dirs[0], args.targets[0], args.targets[1], **opts)
-        else:
-            mapping = _parse_map(args.map) if args.map else None
-            if args.targets:
-                mapping = {args.targets[0]: args.targets[1]}
-            cmp = compare_runs(args.dirs[0], args.dirs[1], target_map=mapping, **opts)
-        sys.stdout.write(cmp.to_text())
-        if args.markdown:
-            args.markdown.write_text(cmp.to_markdown(), encoding="utf-8")
-        if args.json:
-            args.json.write_bytes(orjson.dumps(cmp.to_json(), option=orjson.OPT_INDENT_2))
-        if args.fail_on_regression and cmp.regressions:
-            return EXIT_SLO
-        return EXIT_OK
 
-    return _run("llmload compare", parser, argv, body)
+def _compare(args: argparse.Namespace) -> int:
+    """Two runs, or two targets of one run, compared and written; exit 1 on a regression if asked."""
+    opts = {
+        "threshold_pct": args.threshold,
+        "confidence": args.confidence,
+        "resamples": args.resamples,
+        "seed": args.seed,
+    }
+    if len(args.dirs) > 2:
+        raise BadResults(f"expected one or two results directories, got {len(args.dirs)}")
+    if args.targets and args.map:
+        raise BadResults("use either --targets A B or --map A=B, not both")
+    cmp: Comparison
+    if len(args.dirs) == 1:
+        if not args.targets:
+            raise BadResults("with one results directory, name the two targets: --targets A B")
+        cmp = compare_targets(args.dirs[0], args.targets[0], args.targets[1], **opts)
+    else:
+        mapping = _parse_map(args.map) if args.map else None
+        if args.targets:
+            mapping = {args.targets[0]: args.targets[1]}
+        cmp = compare_runs(args.dirs[0], args.dirs[1], target_map=mapping, **opts)
+    sys.stdout.write(cmp.to_text())
+    if args.markdown:
+        args.markdown.write_text(cmp.to_markdown(), encoding="utf-8")
+    if args.json:
+        args.json.write_bytes(orjson.dumps(cmp.to_json(), option=orjson.OPT_INDENT_2))
+    if args.fail_on_regression and cmp.regressions:
+        return EXIT_SLO
+    return EXIT_OK
+
+
+def compare_main(argv: list[str] | None = None) -> int:
+    """``llmload compare BASELINE_DIR CANDIDATE_DIR [...]`` or ``llmload compare RESULTS_DIR --targets A B``."""
+    return _run("llmload compare", _compare_parser(), argv, _compare)

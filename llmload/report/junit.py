@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from llmload.report.model import Report, build_report
-from llmload.report.slo import fmt
+from llmload.report.slo import SloResult, fmt
 
 
 def _case(
@@ -23,6 +23,30 @@ def _case(
     return failure is not None
 
 
+def _properties(suite: ET.Element, rep: Report) -> None:
+    """The run's scenario, status and mode as suite properties (those that are set)."""
+    run = rep.run.run
+    props = ET.SubElement(suite, "properties")
+    for k, v in (
+        ("scenario_name", run.scenario_name),
+        ("scenario_file", run.scenario_file),
+        ("status", run.status),
+        ("mode", run.mode),
+    ):
+        if v is not None:
+            ET.SubElement(props, "property", name=k, value=v)
+
+
+def _slo_case(suite: ET.Element, classname: str, r: SloResult) -> bool:
+    """One target x SLO testcase, failed with the measured value and threshold when it missed."""
+    unit = f" {r.unit}" if r.unit else ""
+    msg = None
+    if not r.passed:
+        measured = "not measured" if r.measured is None else f"measured {fmt(r.measured)}{unit}"
+        msg = f"{r.slo}: {measured}, threshold {r.comparator} {fmt(r.threshold)}{unit}"
+    return _case(suite, classname, f"slo {r.slo} {r.comparator} {fmt(r.threshold)}{unit}", msg, "slo")
+
+
 def render_junit_report(rep: Report) -> str:
     run = rep.run.run
     rid = rep.run.run_id
@@ -34,15 +58,7 @@ def render_junit_report(rep: Report) -> str:
         timestamp=run.started_at,
         time=str(run.duration_s or 0),
     )
-    props = ET.SubElement(suite, "properties")
-    for k, v in (
-        ("scenario_name", run.scenario_name),
-        ("scenario_file", run.scenario_file),
-        ("status", run.status),
-        ("mode", run.mode),
-    ):
-        if v is not None:
-            ET.SubElement(props, "property", name=k, value=v)
+    _properties(suite, rep)
     failures = 0
     tests = 0
     reasons = "\n".join(run.reasons)
@@ -71,12 +87,7 @@ def render_junit_report(rep: Report) -> str:
         failures += _case(suite, cls, "requests succeeded", rep.target_health(target), "requests")
         tests += 1
         for r in (x for x in rep.slo_results if x.target == target):
-            unit = f" {r.unit}" if r.unit else ""
-            msg = None
-            if not r.passed:
-                measured = "not measured" if r.measured is None else f"measured {fmt(r.measured)}{unit}"
-                msg = f"{r.slo}: {measured}, threshold {r.comparator} {fmt(r.threshold)}{unit}"
-            failures += _case(suite, cls, f"slo {r.slo} {r.comparator} {fmt(r.threshold)}{unit}", msg, "slo")
+            failures += _slo_case(suite, cls, r)
             tests += 1
     for el in (root, suite):
         el.set("tests", str(tests))

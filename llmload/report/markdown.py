@@ -29,7 +29,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def render_markdown_report(rep: Report) -> str:
+def _heading(rep: Report) -> list[str]:
+    """Run id, scenario, duration, status and SLO outcome; the status reasons; the client warning."""
     run = rep.run.run
     status = rep.run.status
     lines = [f"## llmload: {_cell(rep.run.run_id)}", ""]
@@ -50,6 +51,12 @@ def render_markdown_report(rep: Report) -> str:
             "latencies include client-side delay."
         )
         lines += [f"> - {r}" for r in client.unreliable_reasons]
+    return lines
+
+
+def _decisions(rep: Report) -> list[str]:
+    """The decision summary and the self-hosting break-even, when the run has them."""
+    lines: list[str] = []
     if rep.decision:
         headers, cells = render_rows(rep.decision)
         lines += ["", "### Decision summary", "", *_table(headers, cells), ""]
@@ -58,7 +65,12 @@ def render_markdown_report(rep: Report) -> str:
         )
     if rep.break_even:
         lines += ["", "### Self-hosting against the API", ""] + [f"- {b.sentence()}" for b in rep.break_even]
-    lines += ["", "### Summary", ""]
+    return lines
+
+
+def _figures(rep: Report) -> list[str]:
+    """The summary table, then agreement with the server, engine summary and timestamps when present."""
+    lines = ["", "### Summary", ""]
     rows = [[r[k] for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
     lines += _table([h for _, h in SUMMARY_COLUMNS], rows)
     agreement = agreement_rows(rep.run)
@@ -77,26 +89,37 @@ def render_markdown_report(rep: Report) -> str:
         notes = rep.client_notes()
         if notes:
             lines += [""] + [f"- {n}" for n in notes]
-    lines += ["", "### SLOs", ""]
+    return lines
+
+
+def _slos(rep: Report) -> list[str]:
+    """One row per target x SLO, or "No SLOs set."."""
+    lines = ["", "### SLOs", ""]
     if rep.slo is None:
         lines.append("No SLOs set.")
-    else:
-        rows = [
-            [
-                r.target,
-                r.slo,
-                f"{r.comparator} {fmt(r.threshold)} {r.unit}".strip(),
-                f"{fmt(r.measured)} {r.unit}".strip(),
-                "PASS" if r.passed else "FAIL",
-            ]
-            for r in rep.slo_results
+        return lines
+    rows = [
+        [
+            r.target,
+            r.slo,
+            f"{r.comparator} {fmt(r.threshold)} {r.unit}".strip(),
+            f"{fmt(r.measured)} {r.unit}".strip(),
+            "PASS" if r.passed else "FAIL",
         ]
-        lines += _table(["target", "SLO", "threshold", "measured", "result"], rows)
-        if rep.slo.has_per_request():
-            lines += [
-                "",
-                "Goodput: requests/s that met every per-request SLO (ttft, e2e, tpot, largest gap).",
-            ]
+        for r in rep.slo_results
+    ]
+    lines += _table(["target", "SLO", "threshold", "measured", "result"], rows)
+    if rep.slo.has_per_request():
+        lines += [
+            "",
+            "Goodput: requests/s that met every per-request SLO (ttft, e2e, tpot, largest gap).",
+        ]
+    return lines
+
+
+def _levels(rep: Report) -> list[str]:
+    """Per-level figures and each target's capacity, then the Pareto frontier, when present."""
+    lines: list[str] = []
     if rep.level_rows:
         headers, cells = table_rows(rep.level_rows, rep.slo)
         lines += [
@@ -118,10 +141,19 @@ def render_markdown_report(rep: Report) -> str:
         lines += ["", "### Pareto frontier", ""]
         lines.append("Output tok/s per user (1000 / TPOT p50) against output tok/s per GPU, per level:")
         lines += ["", *_table(PARETO_HEADERS, pareto_rows(rep.pareto))]
-    lines += ["", "### Verdicts", ""]
+    return lines
+
+
+def _verdicts(rep: Report) -> list[str]:
+    lines = ["", "### Verdicts", ""]
     for v in rep.verdicts():
         mark = "PASS" if v.passed else "FAIL"
         lines.append(f"- **{v.target}**: {mark}" + (f" ({'; '.join(v.problems)})" if v.problems else ""))
+    return lines
+
+
+def render_markdown_report(rep: Report) -> str:
+    lines = _heading(rep) + _decisions(rep) + _figures(rep) + _slos(rep) + _levels(rep) + _verdicts(rep)
     return "\n".join(lines) + "\n"
 
 

@@ -1,5 +1,5 @@
-"""The live simulator: the HTTP surface, request validation, and the driver that paces engine steps
-against the host clock.
+"""The live simulator: the HTTP surface and the driver that paces engine steps against the host clock
+(request validation is llmload/sim/request.py).
 
 Steps run on ABSOLUTE model times: step k ends at t0 + the sum of the step times since the engine last
 went idle.  The driver sleeps until that time, then writes every sequence's token in one pass (no
@@ -15,32 +15,18 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from llmload.sim import wire
 from llmload.sim.engine import EngineCore, Sequence, StepResult
 from llmload.sim.http import HttpProtocol, HttpRequest
 from llmload.sim.profiles import SimProfile
+from llmload.sim.request import BadRequest, parse_completion
 from llmload.sim.telemetry import EngineMetrics, GpuEmulator, SimHealth
-from llmload.sim.tokens import (
-    Plan,
-    chat_token_ids,
-    content_digest,
-    plan_request,
-    prompt_token_ids,
-    token_text,
-)
+from llmload.sim.tokens import Plan, content_digest, plan_request, token_text
 
 log = logging.getLogger("llmload.sim")
-DEFAULT_MAX_TOKENS = 256
 GPU_SAMPLE_S = 0.5
 WARN_EVERY_S = 10.0
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(eq=False)
@@ -64,25 +50,6 @@ class RequestState:
             self.sent_role = True
         self.pending.clear()
         self.proto.send(data)
-
-
-def _int_field(body: dict[str, Any], name: str, default: int | None) -> int | None:
-    v = body.get(name, default)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise BadRequest(400, f"{name} must be an integer")
-    return v
-
-
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    raise BadRequest(400, "messages: content must be a string or a list of parts")
 
 
 class SimServer:
@@ -284,89 +251,21 @@ class SimServer:
             except BadRequest as err:
                 proto.respond(err.status, wire.error_body(err.status, str(err)))
 
-    def _parse(self, req: HttpRequest, chat: bool) -> tuple[dict[str, Any], list[int], bytes]:
-        try:
-            body = json.loads(req.body)
-        except (ValueError, UnicodeDecodeError):
-            raise BadRequest(400, "request body is not valid JSON") from None
-        if not isinstance(body, dict):
-            raise BadRequest(400, "request body must be a JSON object")
-        model = body.get("model")
-        if model is not None and model != self.model:
-            raise BadRequest(404, f"The model `{model}` does not exist.")
-        if chat:
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs:
-                raise BadRequest(400, "messages: a non-empty list of messages is required")
-            pairs = []
-            for m in msgs:
-                if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                    raise BadRequest(400, "messages: each message needs a string role")
-                pairs.append((m["role"], _text_of(m.get("content"))))
-            ids = chat_token_ids(pairs)
-            key = json.dumps(pairs).encode()
-        else:
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-                prompt = prompt[0]
-            if isinstance(prompt, str):
-                ids = prompt_token_ids(prompt)
-            elif isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
-                ids = list(prompt)  # token ids
-            else:
-                raise BadRequest(400, "prompt: one string (or one list of token ids) is required")
-            key = json.dumps(prompt).encode()
-        return body, ids, key
-
     def _start_completion(self, req: HttpRequest, proto: HttpProtocol, chat: bool) -> None:
         p = self.profile
-        body, ids, key = self._parse(req, chat)
-        n = _int_field(body, "n", 1)
-        if n != 1:
-            raise BadRequest(400, "n: only n=1 is supported by the simulator")
-        stream = body.get("stream", False)
-        if not isinstance(stream, bool):
-            raise BadRequest(400, "stream must be a boolean")
-        opts = body.get("stream_options")
-        if opts is not None and not stream:
-            raise BadRequest(400, "Stream options can only be defined when `stream=True`.")
-        if opts is not None and not isinstance(opts, dict):
-            raise BadRequest(400, "stream_options must be an object")
-        max_tokens = _int_field(
-            body, "max_completion_tokens" if chat and "max_completion_tokens" in body else "max_tokens", None
-        )
-        if max_tokens is None:
-            max_tokens = max(1, min(DEFAULT_MAX_TOKENS, p.max_model_len - len(ids)))
-        if max_tokens <= 0:
-            raise BadRequest(400, f"max_tokens must be at least 1, got {max_tokens}.")
-        min_tokens = _int_field(body, "min_tokens", 0) or 0
-        if min_tokens < 0 or min_tokens > max_tokens:
-            raise BadRequest(
-                400, f"min_tokens must be between 0 and max_tokens={max_tokens}, got {min_tokens}"
-            )
-        temp = body.get("temperature", 1.0)
-        if temp is not None and (isinstance(temp, bool) or not isinstance(temp, (int, float)) or temp < 0):
-            raise BadRequest(400, "temperature must be a non-negative number")
-        seed = _int_field(body, "seed", None)
-        ignore_eos = bool(body.get("ignore_eos", False))
-        if len(ids) + max_tokens > p.max_model_len:
-            raise BadRequest(
-                400,
-                f"This model's maximum context length is {p.max_model_len} tokens. However, you requested "
-                f"{len(ids) + max_tokens} tokens ({len(ids)} in the messages, {max_tokens} in the completion). "
-                "Please reduce the length of the messages or completion.",
-            )
+        r = parse_completion(req.body, chat=chat, model=self.model, max_model_len=p.max_model_len)
         plan = plan_request(
-            max_tokens=max_tokens,
-            min_tokens=min_tokens,
-            ignore_eos=ignore_eos,
+            max_tokens=r.max_tokens,
+            min_tokens=r.min_tokens,
+            ignore_eos=r.ignore_eos,
             dist=p.output_length,
             fault_rate=p.fault_rate,
             sim_seed=self.seed,
-            request_seed=seed,
-            digest=content_digest(key + b"|%d" % max_tokens),
+            request_seed=r.seed,
+            digest=content_digest(r.key + b"|%d" % r.max_tokens),
         )
         include_usage = continuous = False
+        opts = r.stream_options
         if opts is not None:  # both engines default include_usage to True once stream_options is sent
             include_usage = bool(opts.get("include_usage", True))
             continuous = (
@@ -374,11 +273,13 @@ class SimServer:
             )
         self._next_id += 1
         rid = ("chatcmpl-" if chat else "cmpl-") + f"{os.getpid():x}{self._next_id:08x}"
-        fmt = wire.StreamFormat(chat, rid, self.model, int(time.time()), len(ids), include_usage, continuous)
+        fmt = wire.StreamFormat(
+            chat, rid, self.model, int(time.time()), len(r.ids), include_usage, continuous
+        )
         loop = asyncio.get_running_loop()
-        seq = Sequence(self._next_id, ids, plan, loop.time())
-        seq.ctx = RequestState(proto, fmt, plan, stream, p.stream_interval)
-        if stream:
+        seq = Sequence(self._next_id, r.ids, plan, loop.time())
+        seq.ctx = RequestState(proto, fmt, plan, r.stream, p.stream_interval)
+        if r.stream:
             proto.start_stream()
             proto.on_resume = lambda: seq.ctx.flush(seq.output)
         proto.on_disconnect = lambda: self._disconnected(seq)

@@ -92,6 +92,25 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else round(v * 1000.0, 3)
 
 
+def _request_generic(rec: RequestRecord, prefix: str, ts: int) -> str:
+    """A request the fast path does not take (failed, unstreamed, non-finite): every field by name."""
+    ttft, e2e, itl = rec.ttft_s, rec.e2e_s, rec.itl_s
+    fields = format_fields(
+        {
+            "index": rec.index,
+            "output_tokens": rec.output_tokens,
+            "prompt_tokens": rec.prompt_tokens,
+            "ttft_ms": None if ttft is None else round(ttft * 1000.0, 3),
+            "e2e_ms": None if e2e is None else round(e2e * 1000.0, 3),
+            "tpot_ms": _ms(rec.tpot_s),
+            "itl_mean_ms": _ms(sum(itl) / len(itl)) if itl else None,
+            "itl_max_ms": _ms(max(itl)) if itl else None,
+            "schedule_lag_ms": _ms(rec.schedule_lag_s),
+        }
+    )
+    return f"{prefix} {fields} {ts}"
+
+
 class PointFormatter:
     """Formats buffered items for one run and process; remembers each series' timestamps."""
 
@@ -130,13 +149,7 @@ class PointFormatter:
         key = (id(tags), rec.status, worker, rec.phase)
         entry = self._by_key.get(key)
         if entry is None:
-            if len(self._by_key) >= MAX_SERIES_KEYS:  # a caller passing a new tags dict each time
-                self._by_key.clear()
-            full = dict(tags)
-            full.update(run_id=self.run_id, status=rec.status, worker=worker, phase=rec.phase)
-            series = self.series(series_prefix("llm_request", full.items()))
-            head = series.prefix.replace("%", "%%") + _REQ_FMT  # a tag value may hold a %
-            entry = self._by_key[key] = (series, head + " %d", head + ",schedule_lag_ms=%.3f %d", tags)
+            entry = self._request_entry(key, rec, tags, worker)
         series = entry[0]
         ts = series.ts(rec.start_time)
         ttft, e2e, itl, n_out, n_in = rec.ttft_s, rec.e2e_s, rec.itl_s, rec.output_tokens, rec.prompt_tokens
@@ -177,21 +190,20 @@ class PointFormatter:
                     lag * 1000.0,
                     ts,
                 )
-        prefix = series.prefix
-        fields = format_fields(
-            {
-                "index": rec.index,
-                "output_tokens": n_out,
-                "prompt_tokens": n_in,
-                "ttft_ms": None if ttft is None else round(ttft * 1000.0, 3),
-                "e2e_ms": None if e2e is None else round(e2e * 1000.0, 3),
-                "tpot_ms": _ms(rec.tpot_s),
-                "itl_mean_ms": _ms(sum(itl) / len(itl)) if itl else None,
-                "itl_max_ms": _ms(max(itl)) if itl else None,
-                "schedule_lag_ms": _ms(rec.schedule_lag_s),
-            }
-        )
-        return f"{prefix} {fields} {ts}"
+        return _request_generic(rec, series.prefix, ts)
+
+    def _request_entry(
+        self, key: tuple[Any, ...], rec: RequestRecord, tags: dict[str, str], worker: str
+    ) -> tuple[_Series, str, str, dict[str, str]]:
+        """The first request of a key: its series and its request formats, remembered under key."""
+        if len(self._by_key) >= MAX_SERIES_KEYS:  # a caller passing a new tags dict each time
+            self._by_key.clear()
+        full = dict(tags)
+        full.update(run_id=self.run_id, status=rec.status, worker=worker, phase=rec.phase)
+        series = self.series(series_prefix("llm_request", full.items()))
+        head = series.prefix.replace("%", "%%") + _REQ_FMT  # a tag value may hold a %
+        entry = self._by_key[key] = (series, head + " %d", head + ",schedule_lag_ms=%.3f %d", tags)
+        return entry
 
     def interval(self, row: dict[str, Any], tags: dict[str, str]) -> str | None:
         full = dict(tags)
