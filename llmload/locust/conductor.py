@@ -226,12 +226,8 @@ class Conductor:
         self.step_no, self.step_started, self.state = number, start, "running"
         self.outcome.steps.append(step_entered(ps, start))
         self.broadcast_step(number, start)
-        self.event(
-            "phase",
-            f"step {ps.step.level} ({', '.join(ps.targets)})",
-            phase=ps.step.phase,
-            level=ps.step.level,
-        )
+        st = ps.step
+        self.event("phase", f"step {st.level} ({', '.join(ps.targets)})", phase=st.phase, level=st.level)
 
     def broadcast_step(self, number: int, now: float) -> None:
         run_t0 = self.outcome.run_t0
@@ -242,9 +238,8 @@ class Conductor:
             self.env.runner.send_message(MSG_STEP, data)
 
     def _close_step(self, now: float) -> None:
-        steps = self.outcome.steps
-        if steps and steps[-1].end is None:
-            steps[-1].end = now
+        if self.outcome.steps and self.outcome.steps[-1].end is None:
+            self.outcome.steps[-1].end = now
 
     def start_drain(self, reason: str) -> None:
         if self.state == "draining":

@@ -22,6 +22,7 @@ from llmload.gctune import freeze_startup_objects
 from llmload.load.plan import PlanStep, arrival_times, build_plan, split_share
 from llmload.load.workload import RequestSpec, WorkloadSource
 from llmload.locust.users import class_name
+from llmload.loop_lag import LoopLag
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
 from llmload.runstate import WARMUP, Collector
@@ -84,7 +85,7 @@ class LLMRun:
         self._api_keys = {
             t.name: os.environ.get(t.api_key_env) if t.api_key_env else None for t in scenario.targets
         }
-        self._lag_greenlet: gevent.Greenlet | None = None
+        self._lag = LoopLag(lambda late_s: self.collector.loop_lag.record(late_s))  # event-loop lag
         self._mask = Masker(secret_values(scenario))  # a server may echo a key in its error text
 
     # --- steps ------------------------------------------------------------
@@ -320,24 +321,12 @@ class LLMRun:
         )
 
     # --- client health ----------------------------------------------------------
-    def start_lag_monitor(self, period_s: float = 0.01) -> None:
-        if self._lag_greenlet is not None:
-            return
-        freeze_startup_objects()  # the load starts now: no full-GC pause over start-up objects (gctune)
-
-        def loop() -> None:
-            clock = time.perf_counter
-            while True:
-                t = clock()
-                gevent.sleep(period_s)
-                self.collector.loop_lag.record(max(0.0, clock() - t - period_s))
-
-        self._lag_greenlet = gevent.spawn(loop)
+    def start_lag_monitor(self) -> None:
+        if self._lag.start():
+            freeze_startup_objects()  # the load starts now: no full-GC pause over start-up objects (gctune)
 
     def stop_lag_monitor(self) -> None:
-        if self._lag_greenlet is not None:
-            self._lag_greenlet.kill(block=False)
-            self._lag_greenlet = None
+        self._lag.stop()
 
     def set_users(self) -> None:
         runner = self.env.runner
