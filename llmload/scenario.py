@@ -26,13 +26,14 @@ from pydantic import (
 
 from llmload.cost_spec import CostSpec
 from llmload.durations import Duration, Timeout
+from llmload.limits import MAX_RATE_PER_S, MAX_TOKENS, MAX_USERS
 from llmload.load.executors import Phase, phases_from_shorthand
 from llmload.load.lengths import Length
 from llmload.scenario_errors import check_unique_names, input_error
 from llmload.secrets import redact
 from llmload.sinks.influx_config import InfluxConfig
 from llmload.slo_spec import SloSpec
-from llmload.strict import MAX_RATE_PER_S, MAX_TOKENS, MAX_USERS, Strict, settle
+from llmload.strict import Strict, settle
 from llmload.target_spec import SAFE_NAME, SAFE_NAME_RULE, Target
 from llmload.yamlsrc import InputError, apply_overrides, load_yaml, parse_yaml
 

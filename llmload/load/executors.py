@@ -23,7 +23,8 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from llmload.durations import Duration, Timeout
-from llmload.strict import MAX_ARRIVALS, MAX_RATE_PER_S, MAX_USERS, Strict
+from llmload.limits import MAX_ARRIVALS, MAX_RATE_PER_S, MAX_USERS
+from llmload.strict import Strict
 
 
 class _Phase(Strict):

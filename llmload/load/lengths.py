@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmload.strict import MAX_TOKENS, Strict
+from llmload.limits import MAX_TOKENS
+from llmload.strict import Strict
 
 
 class LengthDist(Strict):

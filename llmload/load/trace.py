@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmload.strict import MAX_TOKENS
+from llmload.limits import MAX_TOKENS
 from llmload.yamlsrc import InputError, jsonl_objects
 
 BLOCK_TOKENS = 512  # Mooncake's hash_ids block size

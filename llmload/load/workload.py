@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmload.limits import MAX_TOKENS
 from llmload.load.lengths import sample_length
 from llmload.load.trace import BLOCK_TOKENS, TraceRow, load_trace
-from llmload.strict import MAX_TOKENS
 from llmload.yamlsrc import InputError, json_value, jsonl_objects
 
 _WORDS = (

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
+
+from llmload.strict import Strict
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 GIB = 1024**3
@@ -24,11 +26,7 @@ class ProfileError(ValueError):
     """A profile that cannot be used; the message names the source and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GpuSpec(_Strict):
+class GpuSpec(Strict):
     name: str = Field(description="GPU model name as NVML reports it")
     memory_gib: float = Field(gt=0, description="framebuffer per GPU, GiB")
     idle_w: float = Field(ge=0, description="board power when idle, W")
@@ -45,7 +43,7 @@ class GpuSpec(_Strict):
         return self
 
 
-class KvLayout(_Strict):
+class KvLayout(Strict):
     layers: int = Field(gt=0, description="transformer layers")
     kv_heads: int = Field(gt=0, description="key/value heads (GQA groups)")
     head_dim: int = Field(gt=0, description="dimension per head")
@@ -58,7 +56,7 @@ class KvLayout(_Strict):
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes * self.block_size
 
 
-class StepTime(_Strict):
+class StepTime(Strict):
     """Step time in ms = base + decode_seq x decode seqs + prefill_token x prefill tokens + kv_ktoken x context/1000."""
 
     base_ms: float = Field(ge=0, description="fixed cost of one forward step (weight reads, launch)")
@@ -69,7 +67,7 @@ class StepTime(_Strict):
     )
 
 
-class OutputLength(_Strict):
+class OutputLength(Strict):
     """Natural stop length (when ignore_eos is off): lognormal around ``median`` (or fixed when sigma=0)."""
 
     median: float = Field(default=200.0, gt=0, description="median natural output length, tokens")
@@ -77,7 +75,7 @@ class OutputLength(_Strict):
     min: int = Field(default=1, ge=1, description="shortest natural output")
 
 
-class SimProfile(_Strict):
+class SimProfile(Strict):
     name: str
     note: str = Field(description="where the numbers come from")
     dialect: Literal["vllm", "aphrodite"] = "vllm"

@@ -20,15 +20,15 @@ import os
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from llmload.strict import Strict
 
 DEFAULT_DATABASE = "llmload"
 
 
-class InfluxConfig(BaseModel):
+class InfluxConfig(Strict):
     """Where and how the InfluxDB sink and the collector write."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: str = Field(description="Base URL of the server, e.g. http://127.0.0.1:8086 (no path needed)")
     api: Literal["v1", "v2"] = Field(
