@@ -126,6 +126,7 @@ def _capacity(*args: str, timeout: float = 420) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.integration
 def test_bad_capacity_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     no_slo = tmp_path / "no-slo.yaml"
     no_slo.write_text(FIXTURE.read_text().split("slo:")[0])
@@ -158,6 +159,7 @@ def _requests(path: Path) -> list[tuple[int, int]]:
     return sorted((r["index"], r["prompt_tokens_client"]) for r in lines)
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(900)
 def test_capacity_of_two_simulated_engines_holds_against_a_dense_sweep(tmp_path: Path) -> None:
     out = _capacity(str(FIXTURE), "--results", str(tmp_path / "cap"))
@@ -223,6 +225,7 @@ def test_capacity_of_two_simulated_engines_holds_against_a_dense_sweep(tmp_path:
         )  # type: ignore[operator]
 
 
+@pytest.mark.integration
 def test_sigterm_stops_a_search_and_keeps_what_it_found(tmp_path: Path) -> None:
     results = tmp_path / "cap"
     # `llmload run` on a scenario whose phase is a capacity search runs the search
@@ -263,6 +266,7 @@ def test_sigterm_stops_a_search_and_keeps_what_it_found(tmp_path: Path) -> None:
     assert summary["run"]["status"] == "interrupted"
 
 
+@pytest.mark.integration
 def test_the_seed_scenario_searches_on_its_simulated_engines(tmp_path: Path) -> None:
     # docs/capacity.md's command on the shipped seed scenario, held to one short probe per engine
     out = _capacity(

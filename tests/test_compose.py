@@ -10,7 +10,6 @@ when CI=true.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from llmload.scenario import load_scenario
+from tests.required import require
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -34,14 +34,9 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
 _ENV_LINE = re.compile(r"^#?([A-Z][A-Z0-9_]*)=(.*)$")
 
 
-def require(tool: str) -> str:
+def require_tool(tool: str) -> str:
     path = shutil.which(tool) or (str(VENV_BIN / tool) if (VENV_BIN / tool).exists() else None)
-    if path:
-        return path
-    reason = f"{tool} is not installed (see docs/distributed.md, 'Validating the compose file')"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true and {reason}")
-    pytest.skip(reason)
+    return require(path, f"{tool} is not installed (see docs/distributed.md, 'Validating the compose file')")
 
 
 def env_example() -> tuple[dict[str, str], set[str]]:
@@ -103,8 +98,9 @@ def env_file(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------- the file, as tools read it
 
 
+@pytest.mark.integration
 def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
-    exe = require("docker-compose")
+    exe = require_tool("docker-compose")
     base = [exe, "--env-file", str(env_file(tmp_path)), "-f", str(COMPOSE)]
     quiet = subprocess.run([*base, "config", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert quiet.returncode == 0, quiet.stderr
@@ -120,8 +116,9 @@ def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
             assert resolved[name]["command"] == svc["command"], name
 
 
+@pytest.mark.integration
 def test_docker_compose_refuses_missing_secrets(tmp_path: Path) -> None:
-    exe = require("docker-compose")
+    exe = require_tool("docker-compose")
     env = env_file(tmp_path)
     env.write_text(re.sub(r"(?m)^INFLUX_TOKEN=.*$", "INFLUX_TOKEN=", env.read_text()))
     r = subprocess.run(
@@ -135,8 +132,9 @@ def test_docker_compose_refuses_missing_secrets(tmp_path: Path) -> None:
     assert "INFLUX_TOKEN" in r.stderr
 
 
+@pytest.mark.integration
 def test_compose_spec_schema() -> None:
-    exe = require("check-jsonschema")
+    exe = require_tool("check-jsonschema")
     r = subprocess.run(
         [exe, "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
         capture_output=True,
@@ -299,8 +297,9 @@ def test_dockerfile_copies_what_exists() -> None:
     assert "!docker/entrypoint.sh" in ignore and "!llmload/" in ignore and "!collectors/" in ignore
 
 
+@pytest.mark.integration
 def test_shell_scripts_pass_shellcheck() -> None:
-    exe = require("shellcheck")
+    exe = require_tool("shellcheck")
     scripts = sorted(str(p) for p in (ROOT / "docker").glob("*.sh"))
     assert len(scripts) >= 2
     r = subprocess.run([exe, "--severity=style", *scripts], capture_output=True, text=True, timeout=60)

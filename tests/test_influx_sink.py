@@ -122,6 +122,7 @@ def _assert_no_secret(results: Path, *texts: str) -> None:
             assert SECRET not in path.read_text(errors="replace"), path
 
 
+@pytest.mark.integration
 def test_v1_gevent_greenlets_every_request_stored(tmp_path: Path) -> None:
     with influxdb_server(tmp_path) as influx:
         influx.create_database("llmload")
@@ -153,6 +154,7 @@ def test_v1_gevent_greenlets_every_request_stored(tmp_path: Path) -> None:
         _assert_no_secret(results, err)
 
 
+@pytest.mark.integration
 def test_v2_write_to_victoria_metrics(tmp_path: Path) -> None:
     with victoria_metrics_server(tmp_path) as vm:
         cfg = InfluxConfig(url=vm.url, org="org", bucket="llmload", flush_interval_s=0.1, batch_size=300)
@@ -189,6 +191,7 @@ def test_v2_write_to_victoria_metrics(tmp_path: Path) -> None:
         assert vm.sample_count('{__name__="llm_request_index"}') == n
 
 
+@pytest.mark.integration
 def test_outage_spools_then_replay_restores_every_point(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

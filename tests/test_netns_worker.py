@@ -22,6 +22,8 @@ from tests.conftest import ROOT, start_port_file_process, stop_process
 from tests.netns import Hosts, make_hosts
 from tests.servers import free_port
 
+pytestmark = pytest.mark.integration  # every test here starts a child process
+
 pytestmark = pytest.mark.timeout(240)
 
 

@@ -18,6 +18,8 @@ from llmload.report.compare import NA, compare_targets
 from llmload.report.html import build_html
 from llmload.report.slo import fmt
 
+pytestmark = pytest.mark.integration  # every test here starts a child process
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "quickstart.yaml"
 

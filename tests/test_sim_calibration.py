@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # every test here starts a child process
+
 ROOT = Path(__file__).resolve().parent.parent
 CALIBRATED = {  # output tokens/s the seed article reports; llmload/sim/profiles.yaml notes
     "vllm-awq": 2210.0,

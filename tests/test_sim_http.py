@@ -144,6 +144,7 @@ def test_errors_as_engines_send_them(
     assert needle in err["message"]
 
 
+@pytest.mark.integration
 def test_error_after_200_with_fault_injection() -> None:
     args = ["--profile-json", profile_json("test-fast-a", fault_rate=1.0), "--log-level", "warning"]
     with SimProcess(args) as sim:
@@ -181,6 +182,7 @@ def read_timed_stream(port: int, body: dict[str, Any]) -> list[float]:
     return times
 
 
+@pytest.mark.integration
 def test_real_time_single_stream_matches_model() -> None:
     step = {
         "base_ms": 20.0,
@@ -257,6 +259,7 @@ def test_dcgm_text(sim_b: SimProcess) -> None:
     assert prof.gpu.idle_w <= power <= prof.gpu.max_w
 
 
+@pytest.mark.integration
 def test_gpu_busy_raises_util_power_and_energy() -> None:
     step = {
         "base_ms": 10.0,
