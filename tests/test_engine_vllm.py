@@ -29,13 +29,14 @@ import pytest
 
 from tests.engines import EngineServer, start_vllm, tiny_model
 
-pytestmark = pytest.mark.integration  # every test here starts a child process
-
 ROOT = Path(__file__).resolve().parent.parent
 RATE_MARGIN_PCT = 3.0
 CLOCK_SLACK_MS = 1.0  # two clocks, one host: llmload's interval contains the server's
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(900),
+]  # integration: every test here starts a child process
 
 
 @pytest.fixture(scope="module")
