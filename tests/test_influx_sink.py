@@ -243,6 +243,7 @@ def test_outage_spools_then_replay_restores_every_point(
         _assert_no_secret(results, err, out)
 
 
+@pytest.mark.slow  # about 8 s: the replay retries the silent server with its back-off
 @pytest.mark.timeout(120)  # the writer waits 600 s on a write: a close that waited for it would time out here
 def test_server_that_never_answers_does_not_hold_close(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
