@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-engines bench lint venv system-deps engines clean
+.PHONY: demo check test test-engines bench lint venv system-deps engines clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,6 +24,14 @@ engines:
 ## make demo: two simulated engines compared side by side (about a minute)
 demo: $(STAMP)
 	$(BIN)/llmload run scenarios/quickstart.yaml --results results/quickstart
+
+## make check: lint, types and the in-process tests (no child processes, no servers): about a minute.
+## The tiers are markers (docs/development.md, Tests); make test runs every tier.
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -ra -m "not integration and not slow and not llamacpp"
 
 ## make test: lint, then the whole suite (real processes, real InfluxDB/VictoriaMetrics, real Chromium,
 ## a real vLLM server on the CPU)

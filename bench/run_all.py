@@ -1,4 +1,5 @@
-"""`make bench`: every benchmark, one after the other. Each prints its figures and ratios."""
+"""`make bench`: every benchmark, one after the other. Each prints its figures and ratios; the checks
+moved here from the tests (too long for `make test`) print `check ok` / `check FAILED` and fail the run."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ BENCHES = [
     "bench_selftest.py",
     "bench_run_ids.py",
     "bench_sim.py",
+    "bench_sim_calibration.py",  # moved from the tests: the seed profiles measured by llmload run
+    "bench_capacity_sweep.py",  # moved from the tests: a capacity search against a dense sweep
     "bench_influx.py",
     "bench_distributed.py",
     "bench_report.py",

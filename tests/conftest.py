@@ -1,22 +1,32 @@
-"""Shared fixtures: the scripted SSE server, a gevent transport to it, free ports."""
+"""Shared fixtures (the scripted SSE server, simulators, free ports) and the test tiers.
+
+Tiers (docs/development.md, "Tests"): a test is in-process unless it is marked ``integration``
+(it starts a child process: a server, a simulator, an ``llmload`` run, a browser, an engine) or
+``slow``. ``make check`` runs the in-process tier, ``make test`` every tier. A test becomes
+``integration`` by a mark (``@pytest.mark.integration``, or ``pytestmark`` for a module) or by using
+a fixture that depends on ``child_processes``. An in-process test that starts a child process fails
+with a message saying so, in every tier: a new test cannot slip into the wrong one.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.required import in_ci
 from tests.servers import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
-IN_CI = os.environ.get("CI", "").lower() == "true"
+IN_CI = in_ci()
 ARTIFACTS = ROOT / "test-artifacts"  # screenshots and other things a person may want to look at
 # Debian's Chromium, headless, with nothing reaching out to the network (shared/infra.md)
 CHROMIUM = "/usr/bin/chromium"
@@ -29,6 +39,88 @@ CHROME_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+# --- test tiers -----------------------------------------------------------------------------------
+
+PROCESS_MARKS = ("integration", "llamacpp")  # marks of tests allowed to start child processes
+_STDLIB_POPEN = subprocess.Popen  # before Locust's import monkey-patches it to gevent's
+
+
+@pytest.fixture(scope="session")
+def child_processes() -> None:
+    """Make a fixture that starts a child process depend on this: every test using it is integration."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "child_processes" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
+            "integration"
+        ):
+            item.add_marker(pytest.mark.integration)
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) for m in PROCESS_MARKS)
+
+
+@contextlib.contextmanager
+def _no_child_processes(item: pytest.Item) -> Iterator[list[str]]:
+    """Within an in-process test, every way of starting a child process fails the test, naming it."""
+    seen: list[str] = []
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def start(*args: Any, **kwargs: Any) -> Any:
+            cmd = args[1] if what == "Popen" and len(args) > 1 else (args[0] if args else "")
+            seen.append(f"{what} {cmd!r}"[:300])
+            pytest.fail(
+                f"{item.nodeid} started a child process ({seen[-1]}) but is an in-process test: mark it "
+                "@pytest.mark.integration, or make its fixture depend on `child_processes` "
+                "(docs/development.md, Tests)",
+                pytrace=False,
+            )
+
+        return start
+
+    popens = {_STDLIB_POPEN, subprocess.Popen}
+    gevent_subprocess = sys.modules.get("gevent.subprocess")
+    if gevent_subprocess is not None:
+        popens.add(gevent_subprocess.Popen)
+    with pytest.MonkeyPatch.context() as mp:
+        for cls in popens:
+            mp.setattr(cls, "_execute_child", refuse("Popen"))
+        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+            if hasattr(os, name):
+                mp.setattr(os, name, refuse(f"os.{name}"))
+        yield seen
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _guarded(item))
+
+
+def _guarded(item: pytest.Item) -> Generator[None, None, None]:
+    if _starts_processes(item):
+        return (yield)
+    with _no_child_processes(item) as seen:
+        result = yield
+    if seen:  # started from a thread, where the failure above stopped only that thread
+        pytest.fail(f"{item.nodeid} started a child process: {seen[0]} (mark it integration)", pytrace=False)
+    return result
+
+
+# --- processes ---------------------------------------------------------------------------------------
 
 
 def start_port_file_process(cmd: list[str], tmp_path: Path, name: str, timeout_s: float = 20.0):
@@ -50,7 +142,7 @@ def start_port_file_process(cmd: list[str], tmp_path: Path, name: str, timeout_s
 
 
 @pytest.fixture(scope="session")
-def sse_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def sse_server(child_processes: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a scripted SSE server (tests/sse_server.py) in its own process."""
     tmp = tmp_path_factory.mktemp("sse")
     proc, port = start_port_file_process([sys.executable, str(ROOT / "tests" / "sse_server.py")], tmp, "sse")
@@ -61,7 +153,7 @@ def sse_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def sim_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def sim_pair(child_processes: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """Two fast simulators (profiles test-fast-a and test-fast-b), one process each."""
     tmp = tmp_path_factory.mktemp("sims")
     procs = []
@@ -135,7 +227,7 @@ load: {{users: {users}, duration: {duration}, warmup: {warmup}, stop_grace: {sto
 
 
 @pytest.fixture(scope="module")
-def sim_a() -> Iterator[Any]:
+def sim_a(child_processes: None) -> Iterator[Any]:
     """A simulator process with the test-fast-a profile (vLLM dialect), per test module."""
     from llmload.sim.process import SimProcess
 
@@ -144,7 +236,7 @@ def sim_a() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def sim_b() -> Iterator[Any]:
+def sim_b(child_processes: None) -> Iterator[Any]:
     """A simulator process with the test-fast-b profile (Aphrodite dialect), per test module."""
     from llmload.sim.process import SimProcess
 

@@ -30,11 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import NoReturn
 
-import pytest
-
-from tests.conftest import ARTIFACTS, IN_CI, ROOT
+from tests.conftest import ARTIFACTS, ROOT
+from tests.required import missing
 from tests.servers import free_port
 
 SERVED = "tiny-llama"
@@ -44,13 +42,6 @@ LOGS = ARTIFACTS / "engines"
 READY_TIMEOUT_S = 240.0
 STOP_GRACE_S = 10.0
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1"}
-
-
-def missing(reason: str) -> NoReturn:
-    """Skip, or fail when CI=true (CI must run against the real engines)."""
-    if IN_CI:
-        pytest.fail(f"CI=true and {reason}")
-    pytest.skip(reason)
 
 
 def vllm_venv() -> Path:

@@ -3,8 +3,9 @@
     transport = MemoryTransport(200, [b"data: {...}\\n\\n", b"data: [DONE]\\n\\n"])
     stream_request(transport, req, rec, clock=transport.clock)
 
-Each block is one read, stamped one millisecond after the last on the transport's own clock, so
-a record's figures depend only on the bytes and how they were split. ``cut=True`` ends the body as
+Each block is one read, stamped one millisecond after the last on the transport's own clock (or
+``gaps_s[i]`` after it, to script when a server wrote each block), so a record's figures depend only
+on the bytes, how they were split and the gaps given. ``cut=True`` ends the body as
 a dropped connection does (the real transport's ConnectFailed).
 """
 
@@ -16,16 +17,19 @@ from llmload.transport import ConnectFailed
 
 
 class MemoryResponse:
-    def __init__(self, status: int, blocks: list[bytes], clock: MemoryClock, cut: bool) -> None:
+    def __init__(
+        self, status: int, blocks: list[bytes], clock: MemoryClock, cut: bool, gaps_s: list[float] | None
+    ) -> None:
         self.status = status
         self._blocks = blocks
+        self._gaps = gaps_s
         self._clock = clock
         self._cut = cut
         self.closed_complete: bool | None = None
 
     def blocks(self) -> Iterator[tuple[float, bytes]]:
-        for b in self._blocks:
-            yield self._clock.tick(), b
+        for i, b in enumerate(self._blocks):
+            yield self._clock.tick(self._gaps[i] if self._gaps is not None else 0.001), b
         if self._cut:
             raise ConnectFailed("connection reset by peer")
 
@@ -50,15 +54,18 @@ class MemoryClock:
     def __call__(self) -> float:
         return self.t
 
-    def tick(self) -> float:
-        self.t += 0.001
+    def tick(self, gap_s: float = 0.001) -> float:
+        self.t += gap_s
         return self.t
 
 
 class MemoryTransport:
-    def __init__(self, status: int, blocks: list[bytes], *, cut: bool = False) -> None:
+    def __init__(
+        self, status: int, blocks: list[bytes], *, cut: bool = False, gaps_s: list[float] | None = None
+    ) -> None:
+        assert gaps_s is None or len(gaps_s) == len(blocks)
         self.clock = MemoryClock()
-        self.response = MemoryResponse(status, blocks, self.clock, cut)
+        self.response = MemoryResponse(status, blocks, self.clock, cut, gaps_s)
 
     def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> MemoryResponse:
         return self.response

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.required import require
 
 INFLUXD = "influxd"
 VICTORIA = "victoria-metrics"
@@ -43,14 +43,10 @@ VICTORIA = "victoria-metrics"
 
 def require_binary(name: str) -> str:
     """Path of ``name``; skips the test when missing, fails it when CI=true."""
-    path = shutil.which(name)
-    if path:
-        return path
     package = {INFLUXD: "influxdb"}.get(name, name)
-    reason = f"{name} is not installed (apt-get install -y --no-install-recommends {package})"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true and {reason}")
-    pytest.skip(reason)
+    return require(
+        shutil.which(name), f"{name} is not installed (apt-get install -y --no-install-recommends {package})"
+    )
 
 
 def free_port() -> int:

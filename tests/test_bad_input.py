@@ -1,6 +1,7 @@
 """Bad input in a scenario file: one clear line naming the file, line and field, exit 2, never a
-traceback. Each case runs the real `llmload` command in its own process, as a user would type it.
-Bad command-line options are tests/test_bad_options.py, with the same runner."""
+traceback. Each case calls the `llmload` command's main in this process (tests/cli_inprocess.py), as a
+user would type it; a few cases also run as a real process (SUBPROCESS_CASES), where a traceback is
+what the user would see. Bad command-line options are tests/test_bad_options.py, with the same runner."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_inprocess import call_cli
 from tests.conftest import ROOT
 
 GOOD = """\
@@ -336,9 +338,9 @@ CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, list[str
 ]
 
 
-def run_bad_input(tmp_path: Path, case: tuple) -> None:
-    """Run one case of a table like CASES; it must say one line starting ``llmload`` and exit 2."""
-    _id, scenario, files, cmd, args, expected = case
+def write_case(tmp_path: Path, case: tuple) -> Path:
+    """The case's scenario (or directory) and extra files under tmp_path; the scenario's path."""
+    _id, scenario, files, _cmd, _args, _expected = case
     scn = tmp_path / ("d" if _id == "directory as scenario" else "s.yaml")
     if isinstance(scenario, bytes):
         scn.write_bytes(scenario)
@@ -347,6 +349,24 @@ def run_bad_input(tmp_path: Path, case: tuple) -> None:
     for name, content in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    return scn
+
+
+def run_bad_input(tmp_path: Path, case: tuple) -> None:
+    """One case of a table like CASES, in this process: one line starting ``llmload``, exit 2."""
+    _id, _scenario, _files, cmd, args, expected = case
+    scn = write_case(tmp_path, case)
+    r = call_cli([cmd, scn.name, *args], cwd=tmp_path)
+    assert r.code == 2, r.err[-2000:]
+    assert len(r.err_lines) == 1, r.err[-2000:]
+    assert expected in r.err_lines[0], r.err_lines[0]
+    assert r.err_lines[0].startswith("llmload"), r.err_lines[0]
+
+
+def run_bad_input_process(tmp_path: Path, case: tuple) -> None:
+    """The same case as a real ``llmload`` process: what a user sees, a traceback included."""
+    _id, _scenario, _files, cmd, args, expected = case
+    scn = write_case(tmp_path, case)
     r = subprocess.run(
         [sys.executable, "-m", "llmload", cmd, scn.name, *args],
         capture_output=True,
@@ -365,3 +385,13 @@ def run_bad_input(tmp_path: Path, case: tuple) -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: tuple) -> None:
     run_bad_input(tmp_path, case)
+
+
+# As real processes: the interpreter's start-up, imports and exit path, where a traceback would show.
+SUBPROCESS_CASES = ["binary file run", "unknown sim profile"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", SUBPROCESS_CASES)
+def test_bad_input_in_a_real_process_is_one_line_and_exit_2(tmp_path: Path, name: str) -> None:
+    run_bad_input_process(tmp_path, next(c for c in CASES if c[0] == name))

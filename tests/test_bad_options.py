@@ -1,16 +1,15 @@
 """Bad command-line input: one clear line naming the option typed, exit 2, never a traceback; the same
-runner as tests/test_bad_input.py (a bad scenario file), each case a real `llmload` process."""
+runner as tests/test_bad_input.py (a bad scenario file): each case in this process, one as a real
+`llmload` process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.test_bad_input import CASES, GOOD, run_bad_input
+from tests.cli_inprocess import call_cli
+from tests.test_bad_input import CASES, GOOD, run_bad_input, run_bad_input_process
 
 # (id, scenario text, extra files, command (validate | run | ui), extra args, expected)
 OPTION_CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, list[str], str]] = [
@@ -89,6 +88,11 @@ def test_a_bad_option_is_one_line_and_exit_2(tmp_path: Path, case: tuple) -> Non
     run_bad_input(tmp_path, case)
 
 
+@pytest.mark.integration
+def test_a_bad_option_in_a_real_process_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    run_bad_input_process(tmp_path, next(c for c in OPTION_CASES if c[0] == "run --workers"))
+
+
 def test_the_table_is_as_large_as_promised() -> None:
     cases = CASES + OPTION_CASES
     assert len(cases) >= 50 and len({c[0] for c in cases}) == len(cases)
@@ -102,15 +106,8 @@ def test_a_web_port_in_use_is_one_line(tmp_path: Path) -> None:
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        r = subprocess.run(
-            [sys.executable, "-m", "llmload", "ui", "s.yaml", "--web-port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=tmp_path,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)},
-        )
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
+        r = call_cli(["ui", "s.yaml", "--web-port", str(port)], cwd=tmp_path)
+    lines = r.err_lines
+    assert r.code == 2 and len(lines) == 1, r.err[-2000:]
     assert f"--web-port {port}: cannot listen on 127.0.0.1:{port}" in lines[0]
     assert not (tmp_path / "results").exists()  # no empty "invalid" results directory

@@ -15,6 +15,8 @@ import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 PACKAGES = ("llmload", "collectors")
@@ -93,6 +95,7 @@ def test_every_imported_third_party_module_is_declared() -> None:
 WALK_FILES_MAX = 12
 
 
+@pytest.mark.integration
 def test_one_request_walks_few_files_and_never_comes_back(tmp_path: Path) -> None:
     scenario = tmp_path / "walk.yaml"
     scenario.write_text(

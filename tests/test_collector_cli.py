@@ -20,6 +20,8 @@ import pytest
 from llmload.sim.process import SimProcess
 from tests.servers import influxdb_server
 
+pytestmark = pytest.mark.integration  # every test here starts a child process
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "engines"
 ROUTES = {

@@ -126,6 +126,7 @@ def process_tree() -> Iterator[tuple[int, list[int]]]:
         proc.wait(5)
 
 
+@pytest.mark.integration
 def test_process_tree_from_real_proc(process_tree: tuple[int, list[int]]) -> None:
     root, kids = process_tree
     assert descendants(root) == {root, *kids}
@@ -133,6 +134,7 @@ def test_process_tree_from_real_proc(process_tree: tuple[int, list[int]]) -> Non
     assert os.getpid() not in descendants(root)
 
 
+@pytest.mark.integration
 def test_nvml_fields_units_mig_and_engine_memory(
     process_tree: tuple[int, list[int]], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -32,6 +32,8 @@ from tests.test_compose import (  # noqa: F401
     require,
 )
 
+pytestmark = pytest.mark.integration  # every test here starts a child process
+
 # ---------------------------------------------------------------- the entry point, for real
 
 

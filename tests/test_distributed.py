@@ -17,6 +17,8 @@ from tests.conftest import two_sim_scenario
 from tests.oracles import nearest_rank
 from tests.servers import free_port
 
+pytestmark = pytest.mark.integration  # every test here starts a child process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

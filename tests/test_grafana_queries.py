@@ -34,6 +34,8 @@ from llmload.sim.profiles import load_profile
 from tests.conftest import ROOT, start_port_file_process, stop_process
 from tests.servers import InfluxHandle, influxdb_server
 
+pytestmark = pytest.mark.integration  # every test here starts a child process
+
 DASH_DIR = ROOT / "grafana" / "dashboards"
 DATASOURCE = ROOT / "grafana" / "provisioning" / "datasources" / "influxdb.yaml"
 DB = "llmload"

@@ -23,7 +23,10 @@ from tests.conftest import ROOT
 from tests.netns import Hosts, make_hosts
 from tests.servers import INFLUXD, require_binary, stop_process
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(240),
+]  # integration: every test here starts a child process
 
 CLIENT = "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100, ready_timeout: 30s}\n"
 SIM = "targets:\n  - {name: fast, kind: sim, sim: {profile: test-fast-a}}\n"

@@ -132,6 +132,7 @@ def test_v2_without_token_is_not_checked_and_says_why(monkeypatch: pytest.Monkey
     assert "HTTP 401" in result.detail and "$INFLUX_TOKEN" in result.detail
 
 
+@pytest.mark.integration
 def test_influxdb_1x_has_no_v2_management_api(tmp_path: Path) -> None:
     with influxdb_server(tmp_path) as influx:
         version = influx.version()

@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import two_sim_scenario
 from tests.servers import free_port, influxdb_server, victoria_metrics_server
 
+pytestmark = pytest.mark.integration  # every test here starts a child process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

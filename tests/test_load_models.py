@@ -14,6 +14,7 @@ from llmload.load.plan import Step, arrival_times, build_plan, split_share, user
 from llmload.load.workload import WorkloadSource, load_dataset
 from llmload.scenario import parse_scenario
 from llmload.yamlsrc import InputError
+from tests.cli_inprocess import call_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -270,6 +271,7 @@ def test_jsonl_and_sharegpt_datasets_load(tmp_path: Path) -> None:
     assert items == [([{"role": "user", "content": "tell me"}], 4)]
 
 
+@pytest.mark.integration
 def test_malformed_dataset_names_the_line(tmp_path: Path) -> None:
     j = tmp_path / "bad.jsonl"
     j.write_text('{"prompt": "ok"}\n{"prompt": "fine"}\n{"prompt": broken\n')
@@ -282,14 +284,8 @@ def test_malformed_dataset_names_the_line(tmp_path: Path) -> None:
     scn.write_text(
         "targets: [{name: a, kind: vllm, base_url: 'http://127.0.0.1:1'}]\nworkload: {kind: jsonl, path: bad.jsonl}\n"
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "llmload", "validate", str(scn)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-    assert r.returncode == 2 and "bad.jsonl:2" in r.stderr and "Traceback" not in r.stderr
+    r = call_cli(["validate", str(scn)], cwd=ROOT)
+    assert r.code == 2 and len(r.err_lines) == 1 and "bad.jsonl:2" in r.err
 
 
 @pytest.mark.timeout(150)

@@ -22,7 +22,10 @@ from tests.conftest import ROOT, start_port_file_process, stop_process
 from tests.netns import Hosts, make_hosts
 from tests.servers import free_port
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(240),
+]  # integration: every test here starts a child process
 
 
 @pytest.fixture

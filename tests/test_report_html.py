@@ -21,6 +21,7 @@ import pytest
 from llmload.report.charts import PALETTE
 from llmload.report.html import build_html
 from tests.conftest import ARTIFACTS, CHROME_ARGS, CHROMIUM
+from tests.required import missing
 from tests.synth import SynthLevel, SynthTarget, write_results_dir
 
 TARGETS = [
@@ -28,12 +29,6 @@ TARGETS = [
     SynthTarget("aphrodite", ttft_ms=90, itl_ms=25, gpus=1, cost_per_hour=3.5, failures={"stream_error": 3}),
 ]
 LEVELS = [SynthLevel("c=1", 1, 1), SynthLevel("c=4", 4, 4, 1.3), SynthLevel("c=16", 16, 16, 2.5)]
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} is required in CI (CI=true)")
-    pytest.skip(f"{what} not available")
 
 
 def expected_traces() -> dict[str, int]:
@@ -106,11 +101,11 @@ def test_run_without_any_successful_request_still_renders(tmp_path: Path) -> Non
 @pytest.fixture(scope="module")
 def browser_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        _missing(f"Chromium ({CHROMIUM})")
+        missing(f"Chromium ({CHROMIUM}) is not installed")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("playwright (python)")
+        missing("playwright (python) is not installed")
     user_data = tmp_path_factory.mktemp("chromium-profile")
     with sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
@@ -126,6 +121,7 @@ def browser_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             ctx.close()
 
 
+@pytest.mark.integration
 def test_report_opens_in_chromium_and_draws_every_chart(full_report: Path, browser_page: Any) -> None:
     page = browser_page
     console_errors: list[str] = []

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import get_args
 
 import jsonschema
+import pytest
 
 from llmload.histogram import Histogram
 from llmload.records import STATUS_CLASSES
@@ -71,6 +72,7 @@ def test_a_real_run_matches_the_published_schemas(tmp_path: Path, sse_server: st
         raise AssertionError("a request line with an unknown status passed the schema")
 
 
+@pytest.mark.integration
 def test_telemetry_rows_of_a_real_run_match_their_schema_and_load_typed(tmp_path: Path) -> None:
     """A simulated engine serves /metrics: its scraped rows are telemetry.jsonl's."""
     from llmload.report.results import load_run

@@ -31,6 +31,7 @@ def sim_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comple
     return llmload("run", str(scn), "--results", str(out)), out
 
 
+@pytest.mark.integration
 def test_run_on_two_simulated_engines(sim_run) -> None:
     r, out = sim_run
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
@@ -65,6 +66,7 @@ def test_run_on_two_simulated_engines(sim_run) -> None:
     assert "start" in (out / "events.jsonl").read_text()
 
 
+@pytest.mark.integration
 def test_percentiles_equal_those_of_the_request_lines(sim_run) -> None:
     """The summary's TTFT percentiles come from exact histograms: equal to the lines' nearest rank."""
     import math
@@ -83,6 +85,7 @@ def test_percentiles_equal_those_of_the_request_lines(sim_run) -> None:
             assert abs(t["latency_ms"]["ttft"][f"p{p}"] - expect) <= 0.002
 
 
+@pytest.mark.integration
 def test_target_not_ready_exits_2_with_one_line(tmp_path: Path) -> None:
     import socket
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from llmload.scenario import load_scenario, parse_scenario
 from llmload.yamlsrc import InputError
+from tests.cli_inprocess import CliResult, call_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,10 +38,9 @@ def write(tmp_path: Path, text: str) -> Path:
     return p
 
 
-def validate_cli(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "llmload", "validate", str(path)], capture_output=True, text=True, timeout=60
-    )
+def validate_cli(path: Path) -> CliResult:
+    """``llmload validate PATH``, in this process (tests/cli_inprocess.py)."""
+    return call_cli(["validate", str(path)], cwd=path.parent)
 
 
 def test_good_file_validates(tmp_path: Path) -> None:
@@ -51,8 +49,8 @@ def test_good_file_validates(tmp_path: Path) -> None:
     assert sc.load.phases[0].duration == 120.0 and sc.load.phases[0].vus == 4
     assert sc.load.warmup == 5.0
     r = validate_cli(write(tmp_path, GOOD))
-    assert r.returncode == 0, r.stderr
-    assert "ok" in r.stdout
+    assert r.code == 0, r.err
+    assert "ok" in r.out
 
 
 @pytest.mark.parametrize(
@@ -80,22 +78,22 @@ def test_errors_name_file_line_and_field(tmp_path: Path, edit, line, field, word
     assert words in msg
     assert "\n" not in msg
     r = validate_cli(p)
-    assert r.returncode == 2
-    assert r.stderr.strip().count("\n") == 0, r.stderr  # one line
-    assert "Traceback" not in r.stderr
-    assert f"{p}:{line}" in r.stderr
+    assert r.code == 2
+    assert r.err.strip().count("\n") == 0, r.err  # one line
+    assert "Traceback" not in r.err
+    assert f"{p}:{line}" in r.err
 
 
 def test_bad_yaml_names_the_line(tmp_path: Path) -> None:
     p = write(tmp_path, GOOD.replace("  users: 4\n", "  users: [4\n"))
     r = validate_cli(p)
-    assert r.returncode == 2 and "invalid YAML" in r.stderr and f"{p}:" in r.stderr
-    assert "Traceback" not in r.stderr
+    assert r.code == 2 and "invalid YAML" in r.err and f"{p}:" in r.err
+    assert "Traceback" not in r.err
 
 
 def test_missing_file_and_duplicate_targets(tmp_path: Path) -> None:
     r = validate_cli(tmp_path / "nope.yaml")
-    assert r.returncode == 2 and "file not found" in r.stderr
+    assert r.code == 2 and "file not found" in r.err
     dup = GOOD + "  # dup\n"
     dup = GOOD.replace("workload:", "  - {name: a, kind: tgi, base_url: 'http://127.0.0.1:1'}\nworkload:")
     with pytest.raises(InputError, match="used twice"):
@@ -127,7 +125,7 @@ def test_shipped_scenarios_validate() -> None:
     assert files
     for f in files:
         r = validate_cli(f)
-        assert r.returncode == 0, f"{f}: {r.stderr}"
+        assert r.code == 0, f"{f}: {r.err}"
 
 
 def test_a_validated_scenario_is_resolved_once_and_cannot_be_edited() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from llmload.client_health import client_health
 from llmload.histogram import Histogram
 from llmload.load.executors import ConstantArrivalRate, ConstantVUs
@@ -22,6 +24,7 @@ from llmload.selftest import (
 from tests.conftest import llmload_run, two_sim_scenario
 
 
+@pytest.mark.integration
 def test_measure_reads_a_real_loopback_server() -> None:
     chunks, cpu_s = measure(seconds=0.5, streams=4, interval_ms=5.0)
     assert chunks > 0  # chunks read from the real server (how many depends on this host's load)
@@ -100,6 +103,7 @@ def test_selftest_round_trips_through_the_model() -> None:
     assert "selftest" not in plain.model_dump(exclude_unset=True)
 
 
+@pytest.mark.integration
 def test_a_run_warns_in_one_line_and_records_it(tmp_path: Path) -> None:
     """A real run whose expected rate (a huge stream speed) passes what this machine measured."""
     sc = tmp_path / "s.yaml"
@@ -122,6 +126,7 @@ def test_a_run_warns_in_one_line_and_records_it(tmp_path: Path) -> None:
     assert '"kind":"selftest"' in events
 
 
+@pytest.mark.integration
 def test_off_runs_no_selftest(tmp_path: Path) -> None:
     sc = tmp_path / "s.yaml"
     sc.write_text(two_sim_scenario(duration="1s", warmup="0s", users=2))

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ROOT, TOLERANT_CLIENT
 from tests.servers import free_port
 
@@ -147,6 +149,7 @@ def test_sigterm_to_a_master_with_local_workers(tmp_path: Path, sse_server: str)
     assert len({(x["index"]) for x in lines}) == len(lines)  # none counted twice
 
 
+@pytest.mark.integration
 def test_sigterm_while_waiting_for_a_target_is_one_line(tmp_path: Path) -> None:
     """Before the load: stop at once, say that nothing was sent, write no results directory."""
     out, log = tmp_path / "r", tmp_path / "log"

@@ -77,6 +77,7 @@ def test_unknown_profile_lists_available() -> None:
         load_profile("nope")
 
 
+@pytest.mark.integration
 def test_port_file_and_sigterm(tmp_path: Path) -> None:
     port_file = tmp_path / "port"
     proc = subprocess.Popen(
@@ -111,6 +112,7 @@ def test_port_file_and_sigterm(tmp_path: Path) -> None:
     assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
 
 
+@pytest.mark.integration
 def test_sigint_exits_cleanly_mid_stream() -> None:
     sim = SimProcess(["--profile", "test-fast-a"]).start()
     try:
@@ -133,6 +135,7 @@ def test_sigint_exits_cleanly_mid_stream() -> None:
     assert "Traceback" not in sim.stderr_text()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -149,6 +152,7 @@ def test_bad_profile_exits_2_with_one_line(args: list[str], needle: str) -> None
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
 
 
+@pytest.mark.integration
 def test_profile_file_with_bad_field(tmp_path: Path) -> None:
     data = load_profile("test-fast-b").model_dump(mode="json")
     data["max_num_seqs"] = 0
@@ -158,23 +162,27 @@ def test_profile_file_with_bad_field(tmp_path: Path) -> None:
     assert r.returncode == 2 and "max_num_seqs" in r.stderr and str(f) in r.stderr
 
 
+@pytest.mark.integration
 def test_list_profiles() -> None:
     r = run_cli("--list-profiles")
     assert r.returncode == 0
     assert REQUIRED <= {line.split("\t")[0] for line in r.stdout.splitlines()}
 
 
+@pytest.mark.integration
 def test_model_and_dialect_overrides() -> None:
     with SimProcess(["--profile", "test-fast-a", "--model", "served-x", "--dialect", "aphrodite"]) as sim:
         assert httpx.get(sim.base_url + "/v1/models").json()["data"][0]["id"] == "served-x"
         assert "aphrodite:num_requests_running" in httpx.get(sim.base_url + "/metrics").text
 
 
+@pytest.mark.integration
 def test_start_error_reports_child_stderr() -> None:
     with pytest.raises(SimStartError, match="no-such"):
         SimProcess(["--profile", "no-such"]).start()
 
 
+@pytest.mark.integration
 def test_busy_port_exits_1() -> None:
     with SimProcess(["--profile", "test-fast-a"]) as sim:
         r = run_cli("--port", str(sim.port))

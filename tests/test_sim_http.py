@@ -144,6 +144,7 @@ def test_errors_as_engines_send_them(
     assert needle in err["message"]
 
 
+@pytest.mark.integration
 def test_error_after_200_with_fault_injection() -> None:
     args = ["--profile-json", profile_json("test-fast-a", fault_rate=1.0), "--log-level", "warning"]
     with SimProcess(args) as sim:
@@ -181,6 +182,7 @@ def read_timed_stream(port: int, body: dict[str, Any]) -> list[float]:
     return times
 
 
+@pytest.mark.integration
 def test_real_time_single_stream_matches_model() -> None:
     step = {
         "base_ms": 20.0,
@@ -257,6 +259,7 @@ def test_dcgm_text(sim_b: SimProcess) -> None:
     assert prof.gpu.idle_w <= power <= prof.gpu.max_w
 
 
+@pytest.mark.integration
 def test_gpu_busy_raises_util_power_and_energy() -> None:
     step = {
         "base_ms": 10.0,
@@ -264,25 +267,45 @@ def test_gpu_busy_raises_util_power_and_energy() -> None:
         "per_prefill_token_ms": 0.0,
         "per_context_ktoken_ms": 0.0,
     }
+    prof = load_profile("test-fast-a")
+    tokens = 120  # one sequence: a step per token, 10 ms of the model's GPU time each
     with SimProcess(
         ["--profile-json", profile_json("test-fast-a", step=step), "--log-level", "warning"]
     ) as sim:
 
-        def gauge(name: str) -> float:
-            return metric_families(sim.base_url, "/dcgm/metrics")[name].samples[0].value
+        def scrape() -> tuple[float, float, float]:
+            """(util %, power W, energy mJ) as the emulator last sampled them (every 0.5 s)."""
+            fams = metric_families(sim.base_url, "/dcgm/metrics")
+            names = (
+                "DCGM_FI_DEV_GPU_UTIL",
+                "DCGM_FI_DEV_POWER_USAGE",
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            )
+            util, power, energy = (fams[n].samples[0].value for n in names)
+            # power follows utilisation within one sample, whenever it is read
+            assert power == pytest.approx(
+                prof.gpu.idle_w + (prof.gpu.max_w - prof.gpu.idle_w) * util / 100, abs=1
+            )
+            return util, power, energy
 
-        time.sleep(0.6)
-        t0 = time.monotonic()
-        e0, p0 = gauge("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"), gauge("DCGM_FI_DEV_POWER_USAGE")
-        stream(sim.base_url, "/v1/chat/completions", chat(120))  # 1.2 s of back-to-back steps
-        util, p1 = gauge("DCGM_FI_DEV_GPU_UTIL"), gauge("DCGM_FI_DEV_POWER_USAGE")
-        e1 = gauge("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
-        idle_only_mj = 30.0 * (time.monotonic() - t0) * 1000
-    assert p0 == pytest.approx(30.0)  # idle_w of test-fast-a
-    assert util >= 80 and p1 > 200
-    # More energy than idle power alone over the same wall time: the busy steps drew more. (Not
-    # "1.2 s near max power": on a busy host the simulator's steps run late, and fewer of them.)
-    assert e1 - e0 > idle_only_mj
+        util0, p0, e0 = scrape()  # nothing ran since the simulator started
+        status, _ = stream(sim.base_url, "/v1/chat/completions", chat(tokens))
+        # Wait (no deadline but the test's timeout) for a sample of an idle interval after the
+        # stream: the stream lasts over two sample intervals, each busy, so an idle one comes after
+        # its last step, and every step of it is folded into the energy counter by then.
+        seen = [scrape()]
+        while seen[-1][0] > 0:
+            time.sleep(0.05)
+            seen.append(scrape())
+        e1 = seen[-1][2]
+    assert status == 200
+    assert util0 == 0 and p0 == pytest.approx(prof.gpu.idle_w)
+    # Energy is idle power over the wall time plus the busy share over the steps' own (model) time:
+    # at least the busy part, however late a busy host ran them. (Not "util near 100%": on a busy
+    # host the wall time grows and the busy fraction falls.) 0.9: a sample can hold at most one
+    # step ahead of its end, which its clamp at 100% may drop.
+    busy_mj = (prof.gpu.max_w - prof.gpu.idle_w) * (tokens - 1) * step["base_ms"]
+    assert e1 - e0 >= busy_mj * 0.9, (e1 - e0, busy_mj)
 
 
 def test_disconnect_frees_sequence_and_blocks(sim_a: SimProcess) -> None:

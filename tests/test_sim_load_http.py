@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from llmload.sim.process import SimProcess
 from llmload.sim.profiles import load_profile
@@ -41,6 +42,7 @@ def raw_streams(port: int, body: dict[str, Any], n: int) -> list[list[Any]]:
     return out
 
 
+@pytest.mark.integration
 def test_kv_overflow_over_http_preempts_and_still_completes() -> None:
     prof = load_profile("test-tiny-kv")
     with SimProcess(["--profile", "test-tiny-kv", "--log-level", "warning"]) as sim:
@@ -57,6 +59,7 @@ def test_kv_overflow_over_http_preempts_and_still_completes() -> None:
     assert sample_value(fams, "vllm:kv_cache_usage_perc") < 0.5  # all finished: only evictable cache left
 
 
+@pytest.mark.integration
 def test_stream_interval_merges_tokens_and_usage_counts_them() -> None:
     args = ["--profile-json", profile_json("test-fast-b", stream_interval=4), "--log-level", "warning"]
     with SimProcess(args) as sim:
@@ -67,6 +70,7 @@ def test_stream_interval_merges_tokens_and_usage_counts_them() -> None:
     assert [e["usage"]["completion_tokens"] for e in content] == [1, 5, 9, 10]
 
 
+@pytest.mark.integration
 def test_host_lag_is_counted_and_warned() -> None:
     # warn_lag_ms = 0.001: any scheduling delay at all counts as a late step on a real host
     args = ["--profile-json", profile_json("test-fast-a", warn_lag_ms=0.001)]
@@ -81,6 +85,7 @@ def test_host_lag_is_counted_and_warned() -> None:
     assert stderr.count("behind the model clock") == 1  # rate-limited: one warning for the burst
 
 
+@pytest.mark.integration
 def test_same_seed_same_natural_lengths_over_http() -> None:
     def lengths(seed: int) -> list[int]:
         with SimProcess(["--profile", "test-fast-a", "--seed", str(seed), "--log-level", "warning"]) as sim:
@@ -121,6 +126,7 @@ def test_expect_100_continue(sim_a: SimProcess) -> None:
     assert data.startswith(b"HTTP/1.1 200")
 
 
+@pytest.mark.integration
 def test_overloaded_engine_still_serves_io() -> None:
     # 10 us steps: the host can never keep up, so the driver is always late; it must still yield to I/O
     step = {

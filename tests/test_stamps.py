@@ -148,6 +148,7 @@ def test_a_read_that_brings_several_chunks_is_counted(sse_server: str) -> None:
     assert first.status == "ok" and first.first_coalesced and first.coalesced_reads >= 1
 
 
+@pytest.mark.integration
 def test_a_tls_target_keeps_user_space_stamps_and_says_so(tmp_path: Path) -> None:
     openssl = require_binary("openssl")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

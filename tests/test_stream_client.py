@@ -1,7 +1,10 @@
-"""The stream client against real streams on a real socket, shaped like each engine sends them.
+"""The stream client on streams shaped like each engine sends them.
 
-Each case is sent by tests/sse_server.py verbatim (raw mode): the client reads it
-through the same gevent transport Locust users use.
+How a stream is parsed (engine shapes, errors after 200, missing [DONE], empty and malformed
+streams) is tested in this process on the in-memory transport (tests/memory_transport.py), each
+frame one read at the gap the server would leave. What needs a socket (a TCP cut, HTTP error
+bodies, timeouts, connection reuse, the first-token callback on real reads) is sent by
+tests/sse_server.py verbatim (raw mode) through the same gevent transport Locust users use.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pytest
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
 from llmload.transport import GeventTransport
+from tests.memory_transport import MemoryTransport
 
 
 def ev(obj: dict) -> str:
@@ -30,7 +34,7 @@ def content(
 
 
 def run_raw(
-    base_url: str,
+    base_url: str | None,
     frames: list[tuple[float, str]],
     *,
     status: int = 200,
@@ -38,6 +42,14 @@ def run_raw(
     body=None,
     text: str | None = None,
 ):
+    """One stream of ``frames`` ((ms after the previous, text)); ``base_url`` None: in memory."""
+    if base_url is None:
+        assert status == 200 and body is None and text is None, "the in-memory transport scripts streams"
+        mem = MemoryTransport(
+            200, [t.encode() for _, t in frames], cut=cut, gaps_s=[d / 1000 for d, _ in frames]
+        )
+        req = build_request(api="chat", model="m", prompt="hi", max_tokens=16)
+        return stream_request(mem, req, RequestRecord(target="t"), clock=mem.clock)
     tr = GeventTransport(base_url)
     spec: dict = {"mode": "raw", "frames": [[d, t] for d, t in frames], "cut": cut, "status": status}
     if body is not None:
@@ -59,8 +71,8 @@ def vllm_frames(n: int = 4) -> list[tuple[float, str]]:
     return frames
 
 
-def test_vllm_shape_role_chunk_final_usage(sse_server: str) -> None:
-    rec = run_raw(sse_server, vllm_frames(4))
+def test_vllm_shape_role_chunk_final_usage() -> None:
+    rec = run_raw(None, vllm_frames(4))
     assert rec.status == "ok", rec.error
     assert rec.output_tokens == 4 and not rec.output_tokens_approx
     assert rec.prompt_tokens == 7
@@ -92,7 +104,7 @@ def test_first_token_is_reported_once_when_it_arrives_with_the_records_ttft(sse_
     assert firsts == [(rec.ttft_s, 0)]  # once, before any token was counted: not at the end
 
 
-def test_aphrodite_usage_on_every_chunk_and_multi_token_chunks(sse_server: str) -> None:
+def test_aphrodite_usage_on_every_chunk_and_multi_token_chunks() -> None:
     frames = [(5, content("", usage={"prompt_tokens": 9, "completion_tokens": 0}))]
     done = 0
     for i, k in enumerate([1, 3, 2, 1]):  # chunks carrying 1, 3, 2, 1 tokens (merged deltas)
@@ -101,13 +113,13 @@ def test_aphrodite_usage_on_every_chunk_and_multi_token_chunks(sse_server: str) 
             (10, content(" x" * k, finish="length" if i == 3 else None, usage={"completion_tokens": done}))
         )
     frames.append((1, "data: [DONE]\n\n"))
-    rec = run_raw(sse_server, frames)
+    rec = run_raw(None, frames)
     assert rec.status == "ok", rec.error
     assert rec.output_tokens == 7
     assert rec.itl_tokens == [3, 2, 1]  # token-normalised ITL is possible
 
 
-def test_tgi_no_role_chunk_keepalive_comments_usage_with_empty_id(sse_server: str) -> None:
+def test_tgi_no_role_chunk_keepalive_comments_usage_with_empty_id() -> None:
     frames = [
         (5, ": keep-alive\n\n"),
         (5, content("Hello")),
@@ -116,11 +128,11 @@ def test_tgi_no_role_chunk_keepalive_comments_usage_with_empty_id(sse_server: st
         (1, ev({"id": "", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})),
         (1, "data: [DONE]\n\n"),
     ]
-    rec = run_raw(sse_server, frames)
+    rec = run_raw(None, frames)
     assert rec.status == "ok" and rec.output_tokens == 2 and rec.chunks == 2
 
 
-def test_llamacpp_content_null_and_no_space_after_data(sse_server: str) -> None:
+def test_llamacpp_content_null_and_no_space_after_data() -> None:
     frames = [
         (5, 'data:{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}\n\n'),
         (5, 'data:{"choices":[{"index":0,"delta":{"content":"A"}}]}\n\n'),
@@ -130,19 +142,19 @@ def test_llamacpp_content_null_and_no_space_after_data(sse_server: str) -> None:
         ),
         (1, "data: [DONE]\n\n"),
     ]
-    rec = run_raw(sse_server, frames)
+    rec = run_raw(None, frames)
     assert rec.status == "ok"
     assert rec.output_tokens == 2 and rec.output_tokens_approx  # no usage: counted from chunks, flagged
 
 
-def test_reasoning_fields_count_as_text(sse_server: str) -> None:
+def test_reasoning_fields_count_as_text() -> None:
     frames = [
         (5, content("think", key="reasoning_content")),
         (5, content("more", key="reasoning")),
         (5, content("answer", finish="stop")),
         (1, "data: [DONE]\n\n"),
     ]
-    rec = run_raw(sse_server, frames)
+    rec = run_raw(None, frames)
     assert rec.status == "ok" and rec.chunks == 3
     assert rec.ttft_s is not None and len(rec.itl_s) == 2  # the first token is the reasoning chunk
 
@@ -158,9 +170,9 @@ def test_reasoning_fields_count_as_text(sse_server: str) -> None:
         ('error: {"message":"llama.cpp error"}\n\n', "llama.cpp error"),
     ],
 )
-def test_error_after_http_200_is_a_stream_error(sse_server: str, err_frame: str, message: str) -> None:
+def test_error_after_http_200_is_a_stream_error(err_frame: str, message: str) -> None:
     frames = [(5, content("a")), (5, err_frame), (1, "data: [DONE]\n\n")]
-    rec = run_raw(sse_server, frames)
+    rec = run_raw(None, frames)
     assert rec.http_status == 200
     assert rec.status == "stream_error"
     assert rec.error and message in rec.error
@@ -172,53 +184,53 @@ def test_cut_stream_is_truncated_not_success(sse_server: str) -> None:
     assert rec.chunks == 2
 
 
-def test_missing_done_without_finish_reason_is_truncated(sse_server: str) -> None:
-    rec = run_raw(sse_server, [(5, content("a")), (5, content("b"))])
+def test_missing_done_without_finish_reason_is_truncated() -> None:
+    rec = run_raw(None, [(5, content("a")), (5, content("b"))])
     assert rec.status == "truncated"
 
 
-def test_missing_done_with_finish_reason_is_ok(sse_server: str) -> None:
-    rec = run_raw(sse_server, [(5, content("a")), (5, content("b", finish="stop"))])
+def test_missing_done_with_finish_reason_is_ok() -> None:
+    rec = run_raw(None, [(5, content("a")), (5, content("b", finish="stop"))])
     assert rec.status == "ok"
 
 
-def test_empty_stream_and_malformed_line(sse_server: str) -> None:
+def test_empty_stream_and_malformed_line() -> None:
     role = ev({"id": "a", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
-    empty = run_raw(sse_server, [(5, role), (1, content(None, finish="stop")), (1, "data: [DONE]\n\n")])
+    empty = run_raw(None, [(5, role), (1, content(None, finish="stop")), (1, "data: [DONE]\n\n")])
     assert empty.status == "empty" and empty.chunks == 0
     usage0 = ev({"id": "a", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 0}})
-    said_none = run_raw(sse_server, [(5, content("", finish="stop")), (1, usage0), (1, "data: [DONE]\n\n")])
+    said_none = run_raw(None, [(5, content("", finish="stop")), (1, usage0), (1, "data: [DONE]\n\n")])
     assert said_none.status == "empty", "usage says no token was generated"
-    bad = run_raw(sse_server, [(5, content("a")), (5, "data: {not json\n\n"), (1, "data: [DONE]\n\n")])
+    bad = run_raw(None, [(5, content("a")), (5, "data: {not json\n\n"), (1, "data: [DONE]\n\n")])
     assert bad.status == "malformed"
 
 
-def test_tokens_whose_text_is_empty_are_tokens(sse_server: str) -> None:
+def test_tokens_whose_text_is_empty_are_tokens() -> None:
     """vLLM sends one chunk per token even when the token decodes to "" (part of a UTF-8 character)."""
     n = 32
     frames = [(5, ev({"id": "a", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))]
     frames += [(3, content("", finish="length" if i == n - 1 else None)) for i in range(n)]
     frames.append((1, ev({"id": "a", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": n}})))
     frames.append((1, "data: [DONE]\n\n"))
-    rec = run_raw(sse_server, frames)
+    rec = run_raw(None, frames)
     assert rec.status == "ok", rec.error
     assert rec.output_tokens == n and rec.chunks == n and len(rec.itl_s) == n - 1
     assert rec.ttft_s is not None and rec.ttft_s < rec.e2e_s
     mixed = [frames[0]] + [(3, content("" if i % 3 else f" w{i}")) for i in range(10)]
     mixed.append((1, content(" end", finish="stop")))
     mixed.append((1, "data: [DONE]\n\n"))
-    approx = run_raw(sse_server, mixed)  # no usage at all: token-bearing chunks are the count
+    approx = run_raw(None, mixed)  # no usage at all: token-bearing chunks are the count
     assert approx.status == "ok" and approx.output_tokens == 11 and approx.output_tokens_approx
     assert approx.output_tokens_source == "chunks"
 
 
-def test_closing_chunk_without_a_token_is_not_counted(sse_server: str) -> None:
+def test_closing_chunk_without_a_token_is_not_counted() -> None:
     """A final `content: ""` chunk that only carries finish_reason, with usage saying n tokens."""
     frames = [(5, content(f" w{i}")) for i in range(4)]
     frames.append((5, content("", finish="stop")))
     frames.append((1, ev({"id": "a", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 4}})))
     frames.append((1, "data: [DONE]\n\n"))
-    rec = run_raw(sse_server, frames)
+    rec = run_raw(None, frames)
     assert rec.status == "ok" and rec.output_tokens == 4
     assert rec.chunks == 4 and len(rec.itl_s) == 3, "the closing chunk's gap is not an inter-token gap"
 

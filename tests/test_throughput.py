@@ -114,6 +114,7 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
     return r, out
 
 
+@pytest.mark.integration
 def test_req_s_ratio_equals_tok_s_ratio_when_every_request_has_the_same_length(quickstart: Any) -> None:
     _, out = quickstart
     t = json.loads((out / "summary.json").read_text())["targets"]
@@ -128,6 +129,7 @@ def _num(s: str) -> float:
     return float(s.replace(",", ""))
 
 
+@pytest.mark.integration
 def test_every_place_shows_the_same_throughput(quickstart: Any, tmp_path: Path) -> None:
     r, out = quickstart
     summary = json.loads((out / "summary.json").read_text())

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import gevent
 import pytest
+from gevent.server import StreamServer
 
 from llmload.gctune import freeze_startup_objects
 from llmload.openai_stream import build_request, stream_request
 from llmload.records import RequestRecord
-from llmload.transport import GeventTransport
+from llmload.transport import KERNEL_STAMPS, GeventTransport
 
 STREAMS = 100
 CHUNKS = 30
@@ -57,10 +59,59 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
-def test_clock_domains_match() -> None:
-    a = time.perf_counter()
-    b = time.clock_gettime(time.CLOCK_MONOTONIC)
-    assert abs(a - b) < 0.01, "perf_counter is not CLOCK_MONOTONIC on this platform"
+def _stamping_server(n: int) -> tuple[Any, str]:
+    """An in-process HTTP server streaming ``n`` chunks, each carrying its CLOCK_MONOTONIC at the write
+    (as tests/sse_server.py, another process, does), 10 ms apart."""
+
+    def handle(sock: Any, _addr: Any) -> None:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += sock.recv(65536)
+        head, _, body = buf.partition(b"\r\n\r\n")
+        length = int(
+            next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length"))
+        )
+        while len(body) < length:
+            body += sock.recv(65536)
+        sock.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        for _ in range(n):
+            gevent.sleep(0.01)
+            data = b"data: %s\n\n" % json.dumps({"x_ts": time.clock_gettime(time.CLOCK_MONOTONIC)}).encode()
+            sock.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+        sock.sendall(b"0\r\n\r\n")
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    return server, f"http://127.0.0.1:{server.server_port}"
+
+
+@pytest.mark.parametrize("kernel_stamps", [True, False], ids=["kernel", "user"])
+def test_client_stamps_are_on_the_servers_clock(kernel_stamps: bool) -> None:
+    # The client's stamps and a server's CLOCK_MONOTONIC writes must be one clock domain, or every
+    # figure in this file (and bench_stream's) compares two clocks. Each read's stamp lies after the
+    # server wrote every chunk it holds and before the read came back to the caller: an ordering a
+    # busy host cannot break (it only makes the stamps later), and which fails for any other clock
+    # (wall time, a process clock) or a kernel stamp converted the wrong way.
+    server, url = _stamping_server(5)
+    transport = GeventTransport(url, kernel_stamps=kernel_stamps)
+    try:
+        resp = transport.send("POST", "/v1/chat/completions", {"Content-Type": "application/json"}, b"{}")
+        checked = 0
+        for stamp, data in resp.blocks():
+            returned = time.clock_gettime(time.CLOCK_MONOTONIC)
+            for line in data.split(b"\n"):
+                if line.startswith(b"data: {"):
+                    written = json.loads(line[6:])["x_ts"]
+                    assert written - 0.0005 <= stamp <= returned, (written, stamp, returned)
+                    checked += 1
+        resp.close(True)
+        assert checked == 5
+        assert transport.stamps.source == ("kernel" if kernel_stamps and KERNEL_STAMPS else "user")
+    finally:
+        transport.close()
+        server.stop()
 
 
 @pytest.mark.timeout(120)

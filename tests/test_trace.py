@@ -126,6 +126,7 @@ def test_a_replay_sends_each_request_at_its_scaled_time_in_order_to_every_target
     assert summary["targets"]["a"]["requests"]["sent"] == 6
 
 
+@pytest.mark.integration
 def test_the_shipped_example_trace_is_what_its_generator_writes(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "scripts/example_trace.py", str(tmp_path / "t.jsonl")],

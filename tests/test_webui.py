@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from tests.conftest import ARTIFACTS, CHROME_ARGS, CHROMIUM
+from tests.required import missing
 from tests.servers import free_port
 from tests.webui_support import (
     Proc,
-    _missing,
     charts_with_series,
     dom_table,
     live,
@@ -44,11 +44,11 @@ from tests.webui_support import (
 def browser_ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     exe = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
     if not exe:
-        _missing(f"Chromium ({CHROMIUM})")
+        missing(f"Chromium ({CHROMIUM}) is not installed")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("playwright (python)")
+        missing("playwright (python) is not installed")
     with sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")),
@@ -79,6 +79,7 @@ def page(browser_ctx: Any) -> Iterator[Any]:
 # --- local runner ------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(170)
 def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any, tmp_path: Path) -> None:
     out = tmp_path / "results"
@@ -253,6 +254,7 @@ def test_stop_with_streams_in_flight_turns_the_page_to_stopped_without_a_reload(
 # --- the start form without a browser: a scenario chosen at start, bad input -------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) -> None:
     out = tmp_path / "results"
@@ -310,6 +312,7 @@ def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) ->
 # --- distributed: a master and one worker process ------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(330)
 def test_master_llm_tab_shows_the_workers_merged_figures(page: Any, tmp_path: Path) -> None:
     out = tmp_path / "results"

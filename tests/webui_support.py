@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.conftest import IN_CI, ROOT
+from tests.conftest import ROOT
 
 
 def scenario_text(name: str, duration: str, out: Path, users: int = 2) -> str:
@@ -39,12 +38,6 @@ load:
 output:
   dir: {out}
 """
-
-
-def _missing(what: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{what} is required in CI (CI=true)")
-    pytest.skip(f"{what} not available")
 
 
 def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 0.25) -> Any:
