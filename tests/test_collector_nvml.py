@@ -101,7 +101,7 @@ class StandInNvml:
 
 
 @pytest.fixture
-def process_tree() -> Iterator[tuple[int, list[int]]]:
+def process_tree(child_processes: None) -> Iterator[tuple[int, list[int]]]:
     """A real engine-like process tree: a parent shell with two child processes."""
     proc = subprocess.Popen(
         ["/bin/sh", "-c", "sleep 60 & sleep 60 & wait"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -20,6 +20,8 @@ import pytest
 
 from tests.conftest import ROOT, llmload_run, two_sim_scenario
 
+pytestmark = pytest.mark.integration  # real llmload runs
+
 IMPOSSIBLE_SLO = "slo: {ttft_p99_ms: 0.001}\n"
 
 

@@ -379,6 +379,7 @@ def test_the_good_scenario_of_the_table_is_good(tmp_path: Path, capsys: pytest.C
         assert main(["validate", str(write(tmp_path, text, {}))]) == 0, capsys.readouterr().err
 
 
+@pytest.mark.integration  # real llmload runs
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
