@@ -24,9 +24,9 @@ from pathlib import Path
 from llmload.capacity.judge import judge
 from llmload.capacity.outcome import CapacityResult
 from llmload.capacity.probe import ProbeSpec, probe_load
-from llmload.load.executors import Capacity
+from llmload.config.executors import Capacity
+from llmload.config.scenario import load_scenario
 from llmload.report.results import load_run
-from llmload.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "seed-70b-comparison.yaml"

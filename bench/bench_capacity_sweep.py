@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 
 from llmload.capacity.outcome import CapacityResult
+from llmload.config.slo_spec import SloSpec
 from llmload.report.levels import level_rows
 from llmload.report.results import load_run
-from llmload.slo_spec import SloSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "capacity-sims.yaml"

@@ -12,7 +12,7 @@ separate process (answers 204 to every write, so the server's own cost is out of
 figures) or, with ``--target influxd``, a real InfluxDB 1.x on a free loopback port.
 
 The process is pinned to one core (the null server to the other) and freezes its start-up
-objects (the bench's records among them) as llmload's load processes do (llmload/gctune.py). Last,
+objects (the bench's records among them) as llmload's load processes do (llmload/base/gctune.py). Last,
 the formatter alone, in the same run: the fast path (PointFormatter.request) against the generic
 encoding of the same fields (lineproto.format_point), points/s and their ratio.
 
@@ -39,10 +39,10 @@ import gevent  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llmload.gctune import freeze_startup_objects  # noqa: E402
-from llmload.records import RequestRecord  # noqa: E402
+from llmload.base.gctune import freeze_startup_objects  # noqa: E402
+from llmload.config.influx_config import InfluxConfig  # noqa: E402
+from llmload.measure.records import RequestRecord  # noqa: E402
 from llmload.sinks.influx import InfluxSink  # noqa: E402
-from llmload.sinks.influx_config import InfluxConfig  # noqa: E402
 from llmload.sinks.influx_points import PointFormatter  # noqa: E402
 from llmload.sinks.lineproto import format_point, seconds_to_ns  # noqa: E402
 

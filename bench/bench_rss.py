@@ -1,7 +1,7 @@
 """Memory over a long run: does a load process's RSS stay flat while requests pile up on disk?
 
 A real ``llmload run`` (headless, requests.jsonl streamed to disk) against the self-test's loopback
-server (llmload/selftest_server.py: every stream one chunk per ``--interval-ms``), at ``--rate``
+server (llmload/client/selftest_server.py: every stream one chunk per ``--interval-ms``), at ``--rate``
 chunks/s: rate x interval streams of ``--tokens`` chunks each. Every second the RSS of each llmload
 process (the run, and its workers with ``--workers N``) is read from /proc. After the warm-up (a
 fifth of the run, at least 20 s) the samples are cut in thirds; the growth is the mean of the last
@@ -10,7 +10,7 @@ in MB per minute and the requests finished, so growth per request can be read of
 
     python bench/bench_rss.py [--minutes 10] [--rate 10000] [--workers 0] [--keep]
 
-Nothing per request should stay in memory beyond the exact histograms (llmload/histogram.py), whose
+Nothing per request should stay in memory beyond the exact histograms (llmload/measure/histogram.py), whose
 memory is bounded by the range their values spread over: the bench prints each of the target's
 histograms' distinct keys against its samples (from summary.json). First, the histogram store on its
 own against the dict it replaced, on the same values (tracemalloc). Measured 2026-12-03, 10 minutes
@@ -34,9 +34,9 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from llmload import selftest_server
-from llmload.children import spawn, wait_port_file
-from llmload.histogram import Histogram
+from llmload.base.children import spawn, wait_port_file
+from llmload.client import selftest_server
+from llmload.measure.histogram import Histogram
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -1,6 +1,6 @@
 """The capacity self-test's prediction against the chunk rate at which the client really reaches 80% CPU.
 
-The self-test (llmload/selftest.py) predicts that one core reads ``1 / chunk cost`` chunks/s, so
+The self-test (llmload/client/selftest.py) predicts that one core reads ``1 / chunk cost`` chunks/s, so
 80% CPU at 0.8 of that. Here the same client (this process, pinned to one core) reads ever more
 streams from the self-test's loopback server (pinned to the other core), each at 100 chunks/s,
 measuring its CPU at each level; the rate where the CPU crosses 80% (interpolated between the two
@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llmload.gctune import freeze_startup_objects  # noqa: E402
-from llmload.selftest import INTERVAL_MS, MIN_RATE, _drive, judge, measure, streams_for  # noqa: E402
+from llmload.base.gctune import freeze_startup_objects  # noqa: E402
+from llmload.client.selftest import INTERVAL_MS, MIN_RATE, _drive, judge, measure, streams_for  # noqa: E402
 
 TARGET_CPU = 80.0
 
@@ -62,7 +62,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         port_file = Path(d) / "port"
         server = subprocess.Popen(
-            [sys.executable, "-m", "llmload.selftest_server", "--port-file", str(port_file)], cwd=ROOT
+            [sys.executable, "-m", "llmload.client.selftest_server", "--port-file", str(port_file)], cwd=ROOT
         )
         try:
             while not port_file.exists():

@@ -230,8 +230,8 @@ def capacity(streams: int, step_ms: float, tokens: int) -> dict[str, float]:
 
 def scenario_messages(path: str) -> Callable[[int], list[dict[str, str]]]:
     """Request i's chat messages from a scenario's workload: what ``llmload run`` would send."""
+    from llmload.config.scenario import load_scenario
     from llmload.load.workload import WorkloadSource
-    from llmload.scenario import load_scenario
 
     src = WorkloadSource(load_scenario(path).workload)
     return lambda i: src.get(i).messages

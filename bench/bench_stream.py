@@ -3,7 +3,7 @@
 The server (tests/sse_server.py, its own process pinned to the other core) stamps
 every chunk with CLOCK_MONOTONIC at the write; the client (this process, pinned
 to one core) stamps each line with the stamp of the read that delivered it: the
-kernel's receive time (SO_TIMESTAMPNS, llmload/stamped_socket.py) or the perf_counter
+kernel's receive time (SO_TIMESTAMPNS, llmload/client/stamped_socket.py) or the perf_counter
 when the read returned (user space), both on the same clock on Linux.
 Error = client stamp - server stamp.
 
@@ -33,11 +33,11 @@ import gevent
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llmload.gctune import freeze_startup_objects  # noqa: E402
-from llmload.openai_stream import build_request, stream_request  # noqa: E402
-from llmload.records import RequestRecord  # noqa: E402
-from llmload.stamps import ReadStamps  # noqa: E402
-from llmload.transport import GeventTransport  # noqa: E402
+from llmload.base.gctune import freeze_startup_objects  # noqa: E402
+from llmload.client.openai_stream import build_request, stream_request  # noqa: E402
+from llmload.client.transport import GeventTransport  # noqa: E402
+from llmload.measure.records import RequestRecord  # noqa: E402
+from llmload.measure.stamps import ReadStamps  # noqa: E402
 
 INTERVAL_MS = 20.0  # 50 tokens/s per stream
 CHUNKS = 50  # one request = 1 s of streaming

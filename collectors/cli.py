@@ -28,8 +28,8 @@ from collectors.engine_metrics import KINDS
 from collectors.loop import Collector, EnginePoints, GpuPoints, Source
 from collectors.nvml import NvmlSource
 from collectors.samples import Point
+from llmload.config.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
 from llmload.sinks.influx import InfluxSink
-from llmload.sinks.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
 from llmload.sinks.influx_preflight import check as influx_preflight
 from llmload.sinks.lineproto import format_point, seconds_to_ns
 

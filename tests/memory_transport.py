@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from llmload.transport import ConnectFailed
+from llmload.client.transport import ConnectFailed
 
 
 class MemoryResponse:

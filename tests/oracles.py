@@ -1,6 +1,6 @@
 """Reference figures the tests compute on their own, written from the definitions in docs/metrics.md.
 
-The product has one percentile implementation (llmload.histogram.rank); a test that used it to check
+The product has one percentile implementation (llmload.measure.histogram.rank); a test that used it to check
 itself would prove nothing, so the tests share this one, written independently with exact fractions.
 """
 

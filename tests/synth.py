@@ -2,7 +2,7 @@
 
 For tests, benchmarks and documentation examples of the report layer: requests come from
 known latency distributions (log-normal around a given median), go through the real
-:class:`~llmload.records.RequestRecord` and its ``to_json``, and summary.json, timeseries.jsonl,
+:class:`~llmload.measure.records.RequestRecord` and its ``to_json``, and summary.json, timeseries.jsonl,
 events.jsonl and (optionally) telemetry.jsonl are derived from those records. Telemetry here is
 made up: there is no GPU on a test machine.
 """
@@ -16,10 +16,10 @@ from typing import Any, get_args
 
 import orjson
 
-from llmload.records import FAILURE_CLASSES, RequestRecord
+from llmload.measure.records import FAILURE_CLASSES, RequestRecord
 from llmload.report.results import SCHEMA
 from llmload.report.stats import summarise
-from llmload.results_model import (
+from llmload.schema.results_model import (
     HistogramSnapshot,
     Latency,
     Level,

@@ -16,12 +16,12 @@ import pytest
 from llmload.capacity.judge import quantile_bounds, wilson
 from llmload.capacity.outcome import CapacityResult
 from llmload.capacity.search import Outcome, estimate, next_probe
-from llmload.histogram import percentile
-from llmload.load.executors import Capacity
-from llmload.metrics import TargetStats
+from llmload.config.executors import Capacity
+from llmload.config.slo_spec import SloSpec
+from llmload.measure.histogram import percentile
+from llmload.measure.metrics import TargetStats
+from llmload.measure.slo_watch import certain_miss
 from llmload.report.results import load_run
-from llmload.slo_spec import SloSpec
-from llmload.slo_watch import certain_miss
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "tests" / "fixtures" / "capacity-sims.yaml"

@@ -66,6 +66,54 @@ def test_no_import_circles() -> None:
     assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
 
 
+# llmload's folders, lowest first: each imports only folders before it (docs/development.md, "The map")
+LAYERS = (
+    "base",
+    "schema",
+    "sim",
+    "config",
+    "load",
+    "measure",
+    "client",
+    "sinks",
+    "hosts",
+    "report",
+    "results",
+    "capacity",
+    "locust",
+    "cli",
+)
+
+
+def folder_imports() -> dict[tuple[str, str], list[str]]:
+    """(importing folder, imported folder) -> the importing modules, for every import across folders."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for mod, path in modules().items():
+        parts = mod.split(".")
+        if parts[0] != "llmload" or len(parts) < 2 or parts[1] not in LAYERS:
+            continue
+        for imp in imports(path):
+            ip = imp.split(".")
+            if ip[0] == "llmload" and len(ip) > 1 and ip[1] in LAYERS and ip[1] != parts[1]:
+                out.setdefault((parts[1], ip[1]), []).append(mod)
+    return out
+
+
+def test_folders_import_one_way() -> None:
+    pkg = ROOT / "llmload"
+    assert sorted(p.name for p in pkg.glob("*.py")) == ["__init__.py", "__main__.py"], "a module sits loose"
+    folders = {p.name for p in pkg.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(LAYERS), "a new folder takes its place in LAYERS and in docs/development.md"
+    edges = folder_imports()
+    assert len(edges) > 30  # the imports were read
+    upward = {
+        f"{a} -> {b}": sorted(set(m)) for (a, b), m in edges.items() if LAYERS.index(b) > LAYERS.index(a)
+    }
+    assert not upward, f"folders importing upward (LAYERS order): {upward}"
+    docs = (ROOT / "docs" / "development.md").read_text()
+    assert all(f"`{f}/`" in docs for f in LAYERS), "docs/development.md's map names every folder"
+
+
 def test_every_imported_third_party_module_is_declared() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M)
@@ -116,9 +164,9 @@ def test_one_request_walks_few_files_and_never_comes_back(tmp_path: Path) -> Non
     assert walk["exit_code"] == 0
     stages = walk["stages"]
     assert set(stages) == {"chunk parsed", "record kept", "line written", "summary figures"}
-    assert stages["summary figures"][:2] == ["llmload/cli.py", "llmload/locust/runcmd.py"]
-    assert stages["summary figures"][-1] == "llmload/summary.py"
-    assert stages["chunk parsed"][-1] == "llmload/sse.py"
+    assert stages["summary figures"][:2] == ["llmload/cli/__init__.py", "llmload/locust/runcmd.py"]
+    assert stages["summary figures"][-1] == "llmload/results/summary.py"
+    assert stages["chunk parsed"][-1] == "llmload/client/sse.py"
     assert stages["line written"][-1] == "llmload/sinks/results.py"
     for stage, files in stages.items():
         assert len(files) == len(set(files)), f"{stage}: a file is left and come back to: {files}"

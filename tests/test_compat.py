@@ -20,12 +20,12 @@ def source(obj: object) -> str:
     [
         (
             "_sock",
-            "llmload/transport.py reads the socket directly (recv-sized reads, the watchdog's shutdown)",
+            "llmload/client/transport.py reads the socket directly (recv-sized reads, the watchdog's shutdown)",
         ),
-        ("_body_buffer", "llmload/transport.py takes the body bytes the parser has buffered"),
-        ("_pool", "llmload/transport.py keeps a half-read connection out of the pool"),
-        ("message_complete", "llmload/transport.py ends a body when the parser says so"),
-        ("def feed", "llmload/transport.py feeds the parser what it read"),
+        ("_body_buffer", "llmload/client/transport.py takes the body bytes the parser has buffered"),
+        ("_pool", "llmload/client/transport.py keeps a half-read connection out of the pool"),
+        ("message_complete", "llmload/client/transport.py ends a body when the parser says so"),
+        ("def feed", "llmload/client/transport.py feeds the parser what it read"),
     ],
 )
 def test_geventhttpclient_response_internals(needle: str, why: str) -> None:

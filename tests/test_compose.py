@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from llmload.scenario import load_scenario
+from llmload.config.scenario import load_scenario
 from tests.required import require
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.cores import usable_cores
+from llmload.base.cores import usable_cores
 from tests.conftest import two_sim_scenario
 from tests.oracles import nearest_rank
 from tests.servers import free_port

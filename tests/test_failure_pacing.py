@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from llmload.failures import RETRY_AFTER_MAX_S, failure_pause, parse_retry_after
+from llmload.client.failures import RETRY_AFTER_MAX_S, failure_pause, parse_retry_after
 from tests.conftest import ROOT, TOLERANT_CLIENT
 
 NOW = 1_800_000_000.0

@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from llmload.openai_stream import build_request, stream_request
-from llmload.records import STATUS_CLASSES, RequestRecord
-from llmload.transport import GeventTransport
+from llmload.client.openai_stream import build_request, stream_request
+from llmload.client.transport import GeventTransport
+from llmload.measure.records import STATUS_CLASSES, RequestRecord
 from tests.conftest import ROOT
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from llmload.config.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
 from llmload.sinks import influx_cli
-from llmload.sinks.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
 from llmload.sinks.influx_write import InfluxWriter
 
 

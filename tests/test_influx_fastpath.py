@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 
-from llmload.records import RequestRecord
+from llmload.measure.records import RequestRecord
 from llmload.sinks.influx_points import PointFormatter
 
 

@@ -6,9 +6,9 @@ import math
 import re
 from pathlib import Path
 
-from llmload.records import RequestRecord
+from llmload.config.influx_config import InfluxConfig
+from llmload.measure.records import RequestRecord
 from llmload.sinks.influx import InfluxSink
-from llmload.sinks.influx_config import InfluxConfig
 from llmload.sinks.influx_points import PointFormatter
 from llmload.sinks.lineproto import (
     escape_string_field,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.sinks.influx_config import InfluxConfig
+from llmload.config.influx_config import InfluxConfig
 from llmload.sinks.influx_preflight import check
 from tests.servers import influxdb_server
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from llmload.records import RequestRecord
+from llmload.config.influx_config import InfluxConfig
+from llmload.measure.records import RequestRecord
 from llmload.sinks import influx_cli
 from llmload.sinks.influx import InfluxSink
-from llmload.sinks.influx_config import InfluxConfig
 from llmload.sinks.spool import pending_files
 from tests.servers import influxdb_server, victoria_metrics_server
 
@@ -32,9 +32,9 @@ monkey.patch_all()
 import json, sys, time
 import gevent
 from pathlib import Path
-from llmload.records import RequestRecord
+from llmload.measure.records import RequestRecord
 from llmload.sinks.influx import InfluxSink
-from llmload.sinks.influx_config import InfluxConfig
+from llmload.config.influx_config import InfluxConfig
 
 cfg = InfluxConfig.model_validate_json(sys.argv[1])
 results = Path(sys.argv[2])

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from llmload.scenario import load_scenario
+from llmload.config.scenario import load_scenario
 from tests.test_compose import (  # noqa: F401
     COMPOSE,
     ENTRYPOINT,

@@ -1,4 +1,4 @@
-"""The live sliding window (llmload/livewindow.py) on a synthetic closed-loop stream.
+"""The live sliding window (llmload/measure/livewindow.py) on a synthetic closed-loop stream.
 
 Real measurement parts: each simulated process streams its tokens into a real Collector (the
 per-read ``TokenWindows.add`` path) and records each request when it ends; its deltas go through
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llmload.livewindow import WINDOW_S
 from llmload.locust.intervals import live_row
-from llmload.records import RequestRecord
-from llmload.runstate import Aggregator, Collector
+from llmload.measure.livewindow import WINDOW_S
+from llmload.measure.records import RequestRecord
+from llmload.measure.runstate import Aggregator, Collector
+from llmload.measure.throughput import RequestTokens
 from llmload.sinks.terminal import progress_line
-from llmload.throughput import RequestTokens
 
 N = 256  # output tokens per request
 ITL_S = 0.018  # one token every 18 ms

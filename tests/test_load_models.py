@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from llmload.config.scenario import parse_scenario
+from llmload.config.yamlsrc import InputError
 from llmload.load.plan import Step, arrival_times, build_plan, split_share, users_at
 from llmload.load.workload import WorkloadSource, load_dataset
-from llmload.scenario import parse_scenario
-from llmload.yamlsrc import InputError
 from tests.cli_inprocess import call_cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,9 +7,9 @@ import random
 import tracemalloc
 from collections import Counter
 
-from llmload.histogram import Histogram
-from llmload.metrics import TargetStats, merge_wire
-from llmload.records import RequestRecord
+from llmload.measure.histogram import Histogram
+from llmload.measure.metrics import TargetStats, merge_wire
+from llmload.measure.records import RequestRecord
 from tests.oracles import nearest_rank
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.report.cli import compare_main
+from llmload.cli.report import compare_main
 from llmload.report.compare import BETTER, SAME, WORSE, compare_runs, compare_targets
 from tests.synth import SynthTarget, write_results_dir
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import llmload.report as report_pkg
+from llmload.cli.report import report_main
 from llmload.report import render_junit, render_markdown, write_all
-from llmload.report.cli import report_main
 from llmload.report.results import BadResults, load_run
 from tests.synth import SynthTarget, write_results_dir
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.report.cli import report_main
+from llmload.cli.report import report_main
 from llmload.report.compare import NA, compare_targets
 from llmload.report.html import build_html
 from llmload.report.slo import fmt

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from llmload.report.cli import report_main
+from llmload.cli.report import report_main
+from llmload.config.slo_spec import SloSpec
 from llmload.report.levels import capacity_results, level_rows
 from llmload.report.levels import verdicts as level_verdicts
 from llmload.report.results import load_run
@@ -19,8 +20,7 @@ from llmload.report.slo import (
     measured_value,
     request_meets,
 )
-from llmload.results_model import RequestLine, Summary
-from llmload.slo_spec import SloSpec
+from llmload.schema.results_model import RequestLine, Summary
 from tests.synth import SynthLevel, SynthTarget, write_results_dir
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from llmload.histogram import Histogram, nearest_rank
+from llmload.measure.histogram import Histogram, nearest_rank
 from llmload.report.efficiency import efficiency
 from llmload.report.results import load_run
 from llmload.report.stats import ecdf, histogram_cdf, histogram_percentile
-from llmload.results_model import HistogramSnapshot
+from llmload.schema.results_model import HistogramSnapshot
 from tests.synth import SynthTarget, write_results_dir
 
 

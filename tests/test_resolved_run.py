@@ -3,8 +3,8 @@ way to a worker (no ``--set`` strings, no ``exclude_none`` round trip)."""
 
 from __future__ import annotations
 
-from llmload.resolved import SimAddress, scenario_from_payload, scenario_payload, with_found, with_sims
-from llmload.scenario import parse_scenario
+from llmload.config.resolved import SimAddress, scenario_from_payload, scenario_payload, with_found, with_sims
+from llmload.config.scenario import parse_scenario
 
 TEXT = """\
 name: nulls
@@ -47,9 +47,9 @@ def test_a_target_that_names_its_pages_keeps_them() -> None:
 def test_the_plugin_takes_the_scenario_run_validated_and_validates_nothing(tmp_path, monkeypatch) -> None:
     import argparse
 
-    import llmload.scenario
+    import llmload.config.scenario
+    from llmload.config.resolved import Handoff
     from llmload.locust.plugin import load_for_options
-    from llmload.resolved import Handoff
 
     path = tmp_path / "nulls.yaml"
     path.write_text(TEXT)
@@ -63,7 +63,7 @@ def test_the_plugin_takes_the_scenario_run_validated_and_validates_nothing(tmp_p
     def no_validation(*_: object, **__: object) -> None:
         raise AssertionError("validated again")
 
-    monkeypatch.setattr(llmload.scenario, "validate_data", no_validation)
+    monkeypatch.setattr(llmload.config.scenario, "validate_data", no_validation)
     assert load_for_options(opts) == sc
     # the web UI's form chose other edits: the plugin loads the file itself (and validates it)
     opts.llm_set = ["load.users=5"]

@@ -9,9 +9,9 @@ from typing import get_args
 import jsonschema
 import pytest
 
-from llmload.histogram import Histogram
-from llmload.records import STATUS_CLASSES
-from llmload.results_model import (
+from llmload.measure.histogram import Histogram
+from llmload.measure.records import STATUS_CLASSES
+from llmload.schema.results_model import (
     Latency,
     RequestLine,
     Status,
@@ -19,7 +19,7 @@ from llmload.results_model import (
     TelemetryRow,
     TimeseriesRow,
 )
-from llmload.schemas import SCHEMAS, schema_text
+from llmload.schema.schemas import SCHEMAS, schema_text
 from tests.conftest import ROOT, TOLERANT_CLIENT, llmload_run
 
 PUBLISHED = ROOT / "docs" / "schemas"
@@ -29,7 +29,7 @@ def test_the_published_schemas_are_the_models_own() -> None:
     for name, model in SCHEMAS.items():
         path = PUBLISHED / f"{name}.schema.json"
         assert path.read_text() == schema_text(model), (
-            f"{path} is stale: python -m llmload.schemas docs/schemas"
+            f"{path} is stale: python -m llmload.schema.schemas docs/schemas"
         )
     assert set(get_args(Status)) == set(STATUS_CLASSES)  # one list of classes, in two notations
     assert list(Latency.model_fields) == list(Histogram().summary_ms())  # one latency block, two notations

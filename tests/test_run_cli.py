@@ -36,7 +36,7 @@ def test_run_on_two_simulated_engines(sim_run) -> None:
     r, out = sim_run
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["schema"] == "llmload.summary/1"
+    assert summary["schema"] == "llmload.results.summary/1"
     assert set(summary["targets"]) == {"fast-a", "fast-b"}
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     for name, t in summary["targets"].items():
@@ -177,7 +177,7 @@ def test_an_unset_api_key_variable_is_bad_input(tmp_path: Path, sse_server: str)
 
 
 def test_metrics_url_follows_a_base_url_set_on_the_command_line() -> None:
-    from llmload.scenario import load_scenario
+    from llmload.config.scenario import load_scenario
 
     sc = load_scenario(str(ROOT / "scenarios" / "seed-70b-comparison.yaml"), [])
     t = sc.targets[0]

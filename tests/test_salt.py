@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from collectors.engine_metrics import normalise
+from llmload.config.scenario import parse_scenario
 from llmload.load.workload import WorkloadSource
 from llmload.report.compare import compare_runs
-from llmload.scenario import parse_scenario
 from tests.conftest import TOLERANT_CLIENT, llmload_run
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from llmload.scenario import load_scenario, parse_scenario
-from llmload.yamlsrc import InputError
+from llmload.config.scenario import load_scenario, parse_scenario
+from llmload.config.yamlsrc import InputError
 from tests.cli_inprocess import CliResult, call_cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from llmload.openai_stream import build_request, stream_request
-from llmload.records import RequestRecord
-from llmload.secrets import ERROR_CHARS, Masker, clip, redact, secret_values
-from llmload.sinks.influx_config import InfluxConfig
+from llmload.client.openai_stream import build_request, stream_request
+from llmload.config.influx_config import InfluxConfig
+from llmload.config.secrets import ERROR_CHARS, Masker, clip, redact, secret_values
+from llmload.measure.records import RequestRecord
 from tests.conftest import ROOT, TOLERANT_CLIENT
 from tests.memory_transport import MemoryTransport
 

@@ -1,4 +1,4 @@
-"""The capacity self-test (llmload/selftest.py): a real loopback measurement, the pure comparison
+"""The capacity self-test (llmload/client/selftest.py): a real loopback measurement, the pure comparison
 behind its warning, the scenario switch, and its place in summary.json."""
 
 from __future__ import annotations
@@ -7,13 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.client_health import client_health
-from llmload.histogram import Histogram
-from llmload.load.executors import ConstantArrivalRate, ConstantVUs
-from llmload.load.plan import build_plan
-from llmload.results_model import ClientHealth, SelfTest
-from llmload.scenario import parse_scenario
-from llmload.selftest import (
+from llmload.client.selftest import (
     AUTO_MIN_CHUNKS_PER_S,
     expected_chunks_per_s,
     judge,
@@ -21,6 +15,12 @@ from llmload.selftest import (
     run_selftest,
     should_run,
 )
+from llmload.config.executors import ConstantArrivalRate, ConstantVUs
+from llmload.config.scenario import parse_scenario
+from llmload.load.plan import build_plan
+from llmload.measure.client_health import client_health
+from llmload.measure.histogram import Histogram
+from llmload.schema.results_model import ClientHealth, SelfTest
 from tests.conftest import llmload_run, two_sim_scenario
 
 

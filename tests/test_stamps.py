@@ -1,4 +1,4 @@
-"""Kernel receive stamps (llmload/transport.py, llmload/stamps.py) and what they make of a run.
+"""Kernel receive stamps (llmload/client/transport.py, llmload/measure/stamps.py) and what they make of a run.
 
 The scripted server stamps each chunk with its CLOCK_MONOTONIC at the write (``x_ts``), the clock
 the client's ``time.perf_counter`` reads on Linux, so a test compares the client's stamp of a
@@ -20,13 +20,13 @@ import gevent.monkey
 import httpx
 import pytest
 
-from llmload.client_health import client_health
-from llmload.histogram import Histogram
-from llmload.openai_stream import build_request, stream_request
-from llmload.records import RequestRecord
-from llmload.scenario import Client
-from llmload.stamps import ReadStamps
-from llmload.transport import KERNEL_STAMPS, GeventTransport
+from llmload.client.openai_stream import build_request, stream_request
+from llmload.client.transport import KERNEL_STAMPS, GeventTransport
+from llmload.config.scenario import Client
+from llmload.measure.client_health import client_health
+from llmload.measure.histogram import Histogram
+from llmload.measure.records import RequestRecord
+from llmload.measure.stamps import ReadStamps
 from tests.conftest import ROOT, llmload_run, start_port_file_process
 from tests.servers import require_binary, stop_process
 

@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from llmload.openai_stream import build_request, stream_request
-from llmload.records import RequestRecord
-from llmload.transport import GeventTransport
+from llmload.client.openai_stream import build_request, stream_request
+from llmload.client.transport import GeventTransport
+from llmload.measure.records import RequestRecord
 from tests.memory_transport import MemoryTransport
 
 

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmload.openai_stream import build_request, stream_request
-from llmload.records import STATUS_CLASSES, RequestRecord
+from llmload.client.openai_stream import build_request, stream_request
+from llmload.measure.records import STATUS_CLASSES, RequestRecord
 from tests.memory_transport import MemoryTransport
 
 

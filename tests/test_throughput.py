@@ -1,4 +1,4 @@
-"""One throughput, everywhere: the window's definition (llmload/throughput.py), and the same figure in
+"""One throughput, everywhere: the window's definition (llmload/measure/throughput.py), and the same figure in
 the terminal, summary.json, its levels, report.md, compare and the web UI's final rows."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from llmload.records import RequestRecord
-from llmload.throughput import TokenWindows, Window, throughput_block
+from llmload.measure.records import RequestRecord
+from llmload.measure.throughput import TokenWindows, Window, throughput_block
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,7 +145,7 @@ def test_every_place_shows_the_same_throughput(quickstart: Any, tmp_path: Path) 
     assert c.returncode == 0, c.stderr
     diffs = [d for d in json.loads(cmp_json.read_text())["diffs"] if d["metric"] == "output_tok_s"]
     from llmload.locust.liveview import rows_from_summary
-    from llmload.results_model import Summary
+    from llmload.schema.results_model import Summary
 
     ui = {
         row["target"]: row

@@ -21,10 +21,10 @@ import gevent
 import pytest
 from gevent.server import StreamServer
 
-from llmload.gctune import freeze_startup_objects
-from llmload.openai_stream import build_request, stream_request
-from llmload.records import RequestRecord
-from llmload.transport import KERNEL_STAMPS, GeventTransport
+from llmload.base.gctune import freeze_startup_objects
+from llmload.client.openai_stream import build_request, stream_request
+from llmload.client.transport import KERNEL_STAMPS, GeventTransport
+from llmload.measure.records import RequestRecord
 
 STREAMS = 100
 CHUNKS = 30
@@ -116,7 +116,7 @@ def test_client_stamps_are_on_the_servers_clock(kernel_stamps: bool) -> None:
 
 @pytest.mark.timeout(120)
 def test_ttft_and_itl_match_server_send_times_at_100_streams(sse_server: str) -> None:
-    freeze_startup_objects()  # as llmload's load processes do when the load starts (llmload/gctune.py)
+    freeze_startup_objects()  # as llmload's load processes do when the load starts (llmload/base/gctune.py)
     taps: list[tuple[float, float]] = []
     records: list[RequestRecord] = []
     spec = {"mode": "timed", "n": CHUNKS, "first_ms": 50, "interval_ms": INTERVAL_MS}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from llmload.config.scenario import load_scenario, parse_scenario
+from llmload.config.yamlsrc import InputError
 from llmload.load.trace import load_trace
 from llmload.load.workload import WorkloadSource
-from llmload.scenario import load_scenario, parse_scenario
-from llmload.yamlsrc import InputError
 from tests.conftest import ROOT, TOLERANT_CLIENT, llmload_run
 
 CSV = """Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type

@@ -11,13 +11,13 @@ import io
 import random
 from pathlib import Path
 
-from llmload.livewindow import WINDOW_S
 from llmload.locust.livecharts import ChartSeries
 from llmload.locust.liveview import COLUMNS, LiveView, display_rows, to_csv
 from llmload.locust.webui import split_list_value
-from llmload.records import FAILURE_CLASSES, RequestRecord
+from llmload.measure.livewindow import WINDOW_S
+from llmload.measure.records import FAILURE_CLASSES, RequestRecord
+from llmload.measure.runstate import Aggregator, Collector
 from llmload.report.results import load_run
-from llmload.runstate import Aggregator, Collector
 from tests.oracles import nearest_rank
 from tests.synth import SynthTarget, write_results_dir
 

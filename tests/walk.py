@@ -3,7 +3,7 @@
     python -m tests.walk SCENARIO RESULTS_DIR      # prints a JSON document: {"stages": {...}, "files": [...]}
 
 It runs ``llmload run`` in this process and records the call stack, as product files in call order,
-at four points of one request's life: a chunk of its stream is parsed (llmload/sse.py), its record
+at four points of one request's life: a chunk of its stream is parsed (llmload/client/sse.py), its record
 is kept (Collector.record), its line is written to requests.jsonl (ResultsWriter.requests) and its
 target's figures are built for summary.json (summary.run_target). The union of those stacks is
 the walk: the files a reader opens to follow the request from ``llmload run`` to its summary
@@ -48,10 +48,10 @@ def _spy(owner: Any, name: str, stage: str, stages: dict[str, list[str]]) -> Non
 
 
 def main(scenario: str, results: str) -> int:
-    from llmload import summary
-    from llmload.runstate import Collector
+    from llmload.client.sse import StreamState
+    from llmload.measure.runstate import Collector
+    from llmload.results import summary
     from llmload.sinks.results import ResultsWriter
-    from llmload.sse import StreamState
 
     stages: dict[str, list[str]] = {}
     _spy(StreamState, "feed_event", "chunk parsed", stages)

@@ -23,6 +23,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from llmload.base.cores import worker_count
+from llmload.base.exitcodes import EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SLO
+from llmload.base.usage import ArgParser
 from llmload.capacity.outcome import (
     CapacityResult,
     TargetCapacity,
@@ -32,15 +35,12 @@ from llmload.capacity.outcome import (
 from llmload.capacity.page import render_html, render_markdown
 from llmload.capacity.runner import Search
 from llmload.capacity.search import estimate
-from llmload.cores import worker_count
-from llmload.exitcodes import EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SLO
-from llmload.load.executors import Capacity
+from llmload.config.executors import Capacity
+from llmload.config.scenario import Scenario, load_scenario
+from llmload.config.yamlsrc import InputError
 from llmload.report.efficiency import efficiency
 from llmload.report.results import BadResults, load_run
 from llmload.report.slo import fmt
-from llmload.scenario import Scenario, load_scenario
-from llmload.usage import ArgParser
-from llmload.yamlsrc import InputError
 
 OPTIONS = ("vary", "start", "min", "max", "factor", "precision", "requests", "hold_max", "warmup")
 

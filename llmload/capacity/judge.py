@@ -22,9 +22,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from llmload.config.slo_spec import SloSpec
 from llmload.report.results import RunData
 from llmload.report.slo import SLO_KEYS, evaluate_block
-from llmload.slo_spec import SloSpec
 
 CONFIDENCE = 0.95
 Z = 1.6448536269514722  # the standard normal's 95% one-sided quantile (Wilson bounds)

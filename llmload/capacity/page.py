@@ -14,7 +14,7 @@ import html
 from collections.abc import Sequence
 
 from llmload.capacity.outcome import CapacityResult, ratio_sentence, slo_words, table
-from llmload.cost_spec import CostSpec
+from llmload.config.cost_spec import CostSpec
 from llmload.report.breakeven import BreakEven
 from llmload.report.charts import PALETTE
 from llmload.report.decision import DecisionRow, render_rows, row_from_values

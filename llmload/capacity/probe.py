@@ -9,7 +9,7 @@ sent in a warm-up no longer than one request) or its warm-up plus ``hold_max`` s
 self-test (a probe beside another target's probe would measure that one's load) and with
 ``load.stop_on_slo_miss``.
 ``load.stop_on_slo_miss`` ends a probe early once its SLOs are missed for good
-(llmload/slo_watch.py). Each probe writes a full results directory, so every request it sent is
+(llmload/measure/slo_watch.py). Each probe writes a full results directory, so every request it sent is
 accounted for there; its console output goes next to it (``<probe>.log``).
 
 Paired: every target's probe at the same load and repeat sends the same requests (same seed, same
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmload.children import spawn
-from llmload.load.executors import Capacity
-from llmload.scenario import Scenario
+from llmload.base.children import spawn
+from llmload.config.executors import Capacity
+from llmload.config.scenario import Scenario
 
 SEED_STEP = 7919  # a repeat's seed: the scenario's seed plus this times the repeat number
 

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmload.base.exitcodes import EXIT_INPUT, EXIT_INVALID
 from llmload.capacity.judge import Verdict, judge
 from llmload.capacity.outcome import ProbeFigure, ProbeRow
 from llmload.capacity.probe import ProbeSpec, last_line, probe_command, start_probe
 from llmload.capacity.search import Outcome, next_probe
-from llmload.exitcodes import EXIT_INPUT, EXIT_INVALID
-from llmload.load.executors import Capacity
+from llmload.config.executors import Capacity
+from llmload.config.scenario import Scenario
 from llmload.report.results import BadResults, load_run
 from llmload.report.slo import fmt
-from llmload.results_model import Level, latency
-from llmload.scenario import Scenario
+from llmload.schema.results_model import Level, latency
 
 
 @dataclass

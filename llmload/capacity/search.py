@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from llmload.load.executors import Capacity
+from llmload.config.executors import Capacity
 
 MAX_PROBES = 24  # per target: a search that has not settled by then stops and says so
 

@@ -1,4 +1,4 @@
-"""The load plan: a scenario's phases (llmload/load/executors.py) as steps over time.
+"""The load plan: a scenario's phases (llmload/config/executors.py) as steps over time.
 
     phases -> plan_steps -> Step            one setting of one phase (users, or an arrival rate)
     Step + targets + mode -> build_plan     the run's steps in order, each with its active targets
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llmload.load.executors import (
+from llmload.config.executors import (
     AnyPhase,
     Capacity,
     ConstantArrivalRate,

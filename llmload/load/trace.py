@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmload.limits import MAX_TOKENS
-from llmload.yamlsrc import InputError, jsonl_objects
+from llmload.config.limits import MAX_TOKENS
+from llmload.config.yamlsrc import InputError, jsonl_objects
 
 BLOCK_TOKENS = 512  # Mooncake's hash_ids block size
 _TIME = ("timestamp", "time", "arrival_time")

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmload.limits import MAX_TOKENS
-from llmload.load.lengths import sample_length
+from llmload.config.lengths import sample_length
+from llmload.config.limits import MAX_TOKENS
+from llmload.config.yamlsrc import InputError, json_value, jsonl_objects
 from llmload.load.trace import BLOCK_TOKENS, TraceRow, load_trace
-from llmload.yamlsrc import InputError, json_value, jsonl_objects
 
 _WORDS = (
     "time year people way day man thing woman life child world school state family student group country "

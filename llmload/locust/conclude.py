@@ -1,4 +1,4 @@
-"""The end of a run in one process, in order: stop measuring, judge (llmload/finish.py), publish to
+"""The end of a run in one process, in order: stop measuring, judge (llmload/results/finish.py), publish to
 InfluxDB, write summary.json, then the reports, which cannot change the verdict (a failure exits 4).
 Also the end of a run that never started: its empty results are removed. ``finish_run`` listens on
 Locust's ``quitting`` (every headless run) and is called by the web UI's Stop.
@@ -14,15 +14,15 @@ from typing import Any
 import gevent
 from locust import events
 
-from llmload.concurrency import max_open_streams
-from llmload.finish import Observed, finalize, reports_failed
 from llmload.locust.conductor import Conductor
 from llmload.locust.hooks import on
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import close_sink, target_tags, write_summary_points
-from llmload.rebuild import RUN_INFO
+from llmload.measure.concurrency import max_open_streams
 from llmload.report.levels import summary_text
-from llmload.results_model import Summary
+from llmload.results.finish import Observed, finalize, reports_failed
+from llmload.results.rebuild import RUN_INFO
+from llmload.schema.results_model import Summary
 from llmload.sinks.results import read_telemetry
 from llmload.sinks.terminal import render_table
 
@@ -62,7 +62,7 @@ def finish_run(environment: Any, **_: Any) -> None:
 
 
 def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Summary, int]:
-    """The run's end, in order: stop measuring, judge (llmload/finish.py), publish to InfluxDB,
+    """The run's end, in order: stop measuring, judge (llmload/results/finish.py), publish to InfluxDB,
     write summary.json, then the reports, which cannot change the verdict (a failure exits 4)."""
     c.stop_intervals()
     c.end(time.time())

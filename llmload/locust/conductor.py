@@ -5,7 +5,7 @@ current step, tells the workers (or the local controller), watches stop
 conditions and lost workers, drains in-flight streams at the end, and writes
 the results directory when Locust quits.
 
-How the run ends is one typed value, ``self.outcome`` (llmload/run_outcome.py), written only by the
+How the run ends is one typed value, ``self.outcome`` (llmload/results/run_outcome.py), written only by the
 methods here and of its ``fleet`` (a master's workers, fleet.py) and ``drain`` (how the load stops,
 drain.py): the plugin, web UI hooks, signal handlers and distribution code call them, never set it.
 """
@@ -21,7 +21,9 @@ from typing import Any
 import gevent
 from locust import LoadTestShape
 
-from llmload.exitcodes import EXIT_INPUT
+from llmload.base.exitcodes import EXIT_INPUT
+from llmload.config.resolved import ResolvedRun
+from llmload.config.scenario import Scenario
 from llmload.load.plan import PlanStep, users_at
 from llmload.locust.controller import LLMRun
 from llmload.locust.drain import Drain, stop_condition
@@ -30,13 +32,11 @@ from llmload.locust.intervals import EventSink, Intervals
 from llmload.locust.liveview import LiveView
 from llmload.locust.telemetry_hook import TelemetryScraper
 from llmload.locust.users import class_name
-from llmload.resolved import ResolvedRun
-from llmload.results_model import SelfTest
-from llmload.run_outcome import RunOutcome, step_entered
-from llmload.runstate import WARMUP, Aggregator
-from llmload.scenario import Scenario
+from llmload.measure.runstate import WARMUP, Aggregator
+from llmload.measure.slo_watch import step_miss
+from llmload.results.run_outcome import RunOutcome, step_entered
+from llmload.schema.results_model import SelfTest
 from llmload.sinks.results import ResultsWriter
-from llmload.slo_watch import step_miss
 
 log = logging.getLogger("llmload")
 

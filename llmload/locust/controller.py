@@ -17,19 +17,19 @@ import gevent
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 
-from llmload.failures import failure_pause
-from llmload.gctune import freeze_startup_objects
+from llmload.base.gctune import freeze_startup_objects
+from llmload.client.failures import failure_pause
+from llmload.client.openai_stream import build_request, stream_request
+from llmload.client.transport import GeventTransport
+from llmload.config.scenario import Scenario
+from llmload.config.secrets import Masker, secret_values
 from llmload.load.plan import PlanStep, arrival_times, build_plan, split_share
 from llmload.load.workload import RequestSpec, WorkloadSource
 from llmload.locust.users import class_name
-from llmload.loop_lag import LoopLag
-from llmload.openai_stream import build_request, stream_request
-from llmload.records import RequestRecord
-from llmload.runstate import WARMUP, Collector
-from llmload.scenario import Scenario
-from llmload.secrets import Masker, secret_values
-from llmload.stamps import ReadStamps
-from llmload.transport import GeventTransport
+from llmload.measure.loop_lag import LoopLag
+from llmload.measure.records import RequestRecord
+from llmload.measure.runstate import WARMUP, Collector
+from llmload.measure.stamps import ReadStamps
 
 NO_IGNORE_EOS = ("openai",)
 GENERATION_BLOCK = 1_000_000_000  # kinds whose API rejects the vLLM-style ignore_eos field
@@ -122,7 +122,7 @@ class LLMRun:
         self._drivers.kill(block=False)
 
     def read_stamps(self, target: str) -> ReadStamps:
-        """Where the target's transports in this process count their reads (llmload/stamps.py)."""
+        """Where the target's transports in this process count their reads (llmload/measure/stamps.py)."""
         return self.collector.stamps[target]
 
     def streams_open(self) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 
 import gevent
 
-from llmload.exitcodes import exit_code_for_signal
+from llmload.base.exitcodes import exit_code_for_signal
 from llmload.locust.controller import LLMRun
 
 log = logging.getLogger("llmload")

@@ -18,6 +18,8 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
+from llmload.config.resolved import scenario_from_payload, scenario_payload
+from llmload.hosts.targets import rehome
 from llmload.locust.conductor import MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import MSG_LEAVING, MSG_LEFT
@@ -27,8 +29,6 @@ from llmload.locust.readiness import MSG_REACH, check_from_worker
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import make_sink
 from llmload.locust.users import make_user_class
-from llmload.resolved import scenario_from_payload, scenario_payload
-from llmload.targets import rehome
 
 
 def register(environment: Any, runner: Any, st: ProcessState) -> None:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import gevent
 
+from llmload.config.scenario import Load
 from llmload.locust.controller import LLMRun
-from llmload.run_outcome import RunOutcome
-from llmload.runstate import Aggregator
-from llmload.scenario import Load
+from llmload.measure.runstate import Aggregator
+from llmload.results.run_outcome import RunOutcome
 
 MSG_DRAIN = "llmload_drain"
 MSG_ABORT = "llmload_abort"

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from llmload.locust.readiness import WorkerReadiness
-from llmload.results_model import LostWorker
-from llmload.run_outcome import RunOutcome
-from llmload.runstate import Aggregator
+from llmload.measure.runstate import Aggregator
+from llmload.results.run_outcome import RunOutcome
+from llmload.schema.results_model import LostWorker
 
 log = logging.getLogger("llmload")
 

@@ -1,8 +1,8 @@
 """Reporting intervals (local runner or master): every ``client.report_interval`` seconds, one
 timeseries.jsonl row per target from the merged figures, the same row to each sink (InfluxDB), and
 the terminal's progress line; the client's CPU is sampled here for the run's health
-(llmload/client_health.py). The rows' ``output_tok_s`` and the progress line's figures are the live
-sliding window's (llmload/livewindow.py), the same the web UI's LLM tab shows.
+(llmload/measure/client_health.py). The rows' ``output_tok_s`` and the progress line's figures are the live
+sliding window's (llmload/measure/livewindow.py), the same the web UI's LLM tab shows.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 
-from llmload.results_model import TimeseriesRow
-from llmload.run_outcome import RunOutcome
-from llmload.runstate import Aggregator
+from llmload.measure.runstate import Aggregator
+from llmload.results.run_outcome import RunOutcome
+from llmload.schema.results_model import TimeseriesRow
 from llmload.sinks.results import ResultsWriter
 from llmload.sinks.terminal import progress_line
 
 if TYPE_CHECKING:
+    from llmload.config.scenario import Scenario
     from llmload.locust.controller import LLMRun
-    from llmload.scenario import Scenario
 
 log = logging.getLogger("llmload")
 

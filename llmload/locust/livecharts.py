@@ -1,7 +1,7 @@
 """The LLM tab's live charts: a bounded time series per target, sampled every reporting interval.
 
 At each interval (it is one of ``Conductor.sinks``), for each target: the live window's output
-tok/s, TTFT p50/p99 and ITL p99 (llmload/livewindow.py, the figures of the progress line and the
+tok/s, TTFT p50/p99 and ITL p99 (llmload/measure/livewindow.py, the figures of the progress line and the
 table), the streams in flight, and the engine's KV-cache usage when the run scrapes its /metrics
 (the latest value in telemetry.jsonl). webui.py serves them as ``GET ./llmload/series``; the page
 draws them with its own small script (livecharts.js): nothing comes from a CDN.
@@ -13,7 +13,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from llmload.runstate import Aggregator
+from llmload.measure.runstate import Aggregator
 from llmload.sinks.results import TelemetryTail
 
 MAX_POINTS = 300  # per target: the last 10 minutes at the default 2 s interval

@@ -2,7 +2,7 @@
 
 ``LiveView`` listens to a Conductor's Aggregator (request lines merged from every worker) and its
 interval rows; once the test stops it shows the final ``summary.json`` figures. Output tok/s, TTFT
-and ITL are the live sliding window's (llmload/livewindow.py: streamed tokens, TTFT at each first
+and ITL are the live sliding window's (llmload/measure/livewindow.py: streamed tokens, TTFT at each first
 token; the same figures as the progress line); req/s and TPOT come from the request lines that ended in the last WINDOW_S
 seconds. Its charts' series are livecharts.py's. No Flask here: llmload/locust/webui.py serves them.
 """
@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmload.histogram import percentile
-from llmload.livewindow import WINDOW_S
 from llmload.locust.livecharts import ChartSeries
-from llmload.records import FAILURE_CLASSES
-from llmload.results_model import Summary
-from llmload.runstate import Aggregator
+from llmload.measure.histogram import percentile
+from llmload.measure.livewindow import WINDOW_S
+from llmload.measure.records import FAILURE_CLASSES
+from llmload.measure.runstate import Aggregator
+from llmload.schema.results_model import Summary
 
 # req/s and TPOT: the requests that ended in the last WINDOW_S seconds (as the live window's)
 KEEP_S = 60.0  # request lines kept per target (older ones are dropped)

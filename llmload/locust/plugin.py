@@ -22,7 +22,10 @@ from locust import events
 from locust import runners as locust_runners
 from locust.runners import MasterRunner, WorkerRunner
 
-from llmload.exitcodes import EXIT_INPUT
+from llmload.base.exitcodes import EXIT_INPUT
+from llmload.config.resolved import Handoff, Mode, ResolvedRun, with_found, with_sims
+from llmload.config.scenario import Scenario
+from llmload.config.yamlsrc import InputError
 from llmload.locust import distribution
 from llmload.locust.conclude import discard_unstarted, stop_prepared
 from llmload.locust.conductor import Conductor, PlanShape
@@ -40,11 +43,8 @@ from llmload.locust.telemetry_hook import (
 )
 from llmload.locust.users import make_user_class
 from llmload.locust.waits import watch_master, watch_workers
-from llmload.rebuild import RUN_INFO, run_info
-from llmload.resolved import Handoff, Mode, ResolvedRun, with_found, with_sims
-from llmload.results_model import SelfTest
-from llmload.scenario import Scenario
-from llmload.yamlsrc import InputError
+from llmload.results.rebuild import RUN_INFO, run_info
+from llmload.schema.results_model import SelfTest
 
 log = logging.getLogger("llmload")
 
@@ -95,8 +95,8 @@ def _fail_input(st: ProcessState, msg: str) -> None:
 
 def load_for_options(options: Any) -> Scenario:
     """The scenario the options name: the one ``llmload run`` validated when it handed it over
-    (llmload/resolved.py's Handoff), else the file, validated here."""
-    from llmload.scenario import load_scenario
+    (llmload/config/resolved.py's Handoff), else the file, validated here."""
+    from llmload.config.scenario import load_scenario
 
     key = (str(options.scenario), tuple(options.llm_set or []), str(options.llm_targets or ""))
     handoff = Handoff.load(Path(options.llm_run)) if getattr(options, "llm_run", "") else None
@@ -196,7 +196,7 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
 
 def ready_targets(st: ProcessState, sc: Scenario, options: Any, distributed: bool) -> Scenario:
     """The simulators started and every target ready: the scenario with what that found out."""
-    from llmload.targets import start_sims, wait_ready
+    from llmload.hosts.targets import start_sims, wait_ready
 
     check_api_keys(sc)
     if any(t.kind == "sim" and t.base_url is None for t in sc.targets):
@@ -219,10 +219,10 @@ def ready_targets(st: ProcessState, sc: Scenario, options: Any, distributed: boo
 
 
 def capacity_selftest(c: Conductor, processes: int) -> SelfTest | None:
-    """The self-test before the load (llmload/selftest.py): an event with its figures, and its
+    """The self-test before the load (llmload/client/selftest.py): an event with its figures, and its
     warning as one line on the terminal. The run goes on either way."""
-    from llmload.load.lengths import expected_length
-    from llmload.selftest import run_selftest
+    from llmload.client.selftest import run_selftest
+    from llmload.config.lengths import expected_length
 
     sc = c.sc
     try:

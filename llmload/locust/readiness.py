@@ -17,9 +17,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from llmload.config.scenario import Scenario
+from llmload.hosts.targets import TargetNotReady, wait_ready
 from llmload.locust.waits import Every, say
-from llmload.scenario import Scenario
-from llmload.targets import TargetNotReady, wait_ready
 
 MSG_REACH = "llmload_reach"  # worker -> master: {"state": "waiting" | "ready" | "failed", "line": str}
 REPORT_SLACK_S = 15.0  # a worker that said nothing this long after its own timeout is named

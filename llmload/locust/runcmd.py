@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmload.children import spawn, stop
-from llmload.cores import worker_count
-from llmload.usage import ArgParser
-from llmload.yamlsrc import InputError
+from llmload.base.children import spawn, stop
+from llmload.base.cores import worker_count
+from llmload.base.usage import ArgParser
+from llmload.config.yamlsrc import InputError
 
 if TYPE_CHECKING:
-    from llmload.scenario import Scenario
-    from llmload.sinks.influx_config import InfluxConfig
+    from llmload.config.influx_config import InfluxConfig
+    from llmload.config.scenario import Scenario
 
 LOCUSTFILE = str(Path(__file__).parent / "locustfile.py")
 
@@ -74,7 +74,7 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     if cmd in ("ui", "master"):
         ap.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (default loopback only)")
         ap.add_argument("--web-port", type=int, default=8089)
-    from llmload.sinks.influx_config import add_influx_arguments
+    from llmload.config.influx_config import add_influx_arguments
 
     add_influx_arguments(ap)
     return ap
@@ -84,7 +84,7 @@ def _influx_override(a: argparse.Namespace, sc: Scenario) -> InfluxConfig | None
     """The effective InfluxDB settings when --influx* options were given (None: keep the scenario's)."""
     from pydantic import ValidationError
 
-    from llmload.sinks.influx_config import influx_config_from_args
+    from llmload.config.influx_config import influx_config_from_args
 
     given = any(v is not None for k, v in vars(a).items() if k.startswith("influx"))
     if not given:
@@ -192,7 +192,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
 
 def _validated(cmd: str, a: argparse.Namespace) -> Scenario:
     """The scenario and the options checked first: a bad one is one line and exit 2, before Locust."""
-    from llmload.scenario import load_scenario
+    from llmload.config.scenario import load_scenario
 
     sc = load_scenario(a.scenario, a.set)
     check_targets_option(a.targets, [t.name for t in sc.targets])
@@ -220,10 +220,10 @@ def _llm_options(a: argparse.Namespace) -> list[str]:
 
 
 def _handoff(sc: Scenario, key: tuple[str, tuple[str, ...], str]) -> Path:
-    """The validated scenario, for the plugin in this process (llmload/resolved.py's Handoff)."""
+    """The validated scenario, for the plugin in this process (llmload/config/resolved.py's Handoff)."""
     import tempfile
 
-    from llmload.resolved import Handoff
+    from llmload.config.resolved import Handoff
 
     wanted = [t.strip() for t in key[2].split(",") if t.strip()]
     if wanted:

@@ -29,7 +29,7 @@ from typing import Any
 
 import gevent
 
-from llmload.exitcodes import exit_code_for_signal
+from llmload.base.exitcodes import exit_code_for_signal
 
 log = logging.getLogger("llmload")
 

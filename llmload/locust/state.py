@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from llmload.hosts.targets import Prepared
     from llmload.locust.conductor import Conductor
     from llmload.locust.controller import LLMRun
     from llmload.locust.signals import RunSignals
-    from llmload.results_model import Summary
+    from llmload.schema.results_model import Summary
     from llmload.sinks.influx import InfluxSink
     from llmload.sinks.influx_preflight import Preflight
-    from llmload.targets import Prepared
 
 
 @dataclass

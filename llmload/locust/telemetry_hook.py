@@ -13,16 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmload.children import Child, ChildStartError, spawn, stop, wait_for
-from llmload.results_model import Summary, TargetBlock
+from llmload.base.children import Child, ChildStartError, spawn, stop, wait_for
+from llmload.schema.results_model import Summary, TargetBlock
 
 if TYPE_CHECKING:
-    from llmload.runstate import Collector
-    from llmload.scenario import Scenario
+    from llmload.config.scenario import Scenario
+    from llmload.config.target_spec import Target
+    from llmload.measure.runstate import Collector
     from llmload.sinks.influx import InfluxSink
     from llmload.sinks.influx_preflight import Preflight
     from llmload.sinks.results import ResultsWriter
-    from llmload.target_spec import Target
 
 log = logging.getLogger("llmload")
 
@@ -126,7 +126,7 @@ def close_sink(sink: InfluxSink | None, timeout_s: float = 15.0) -> dict[str, An
 
 
 class TelemetryScraper:
-    """Runs llmload.scrape in a child process: engine /metrics and DCGM text -> telemetry.jsonl.
+    """Runs llmload.hosts.scrape in a child process: engine /metrics and DCGM text -> telemetry.jsonl.
 
     The child does the HTTP and the parsing, so the load generator's event loop never
     pays for it. It gets SIGTERM when the run ends, or when this process dies.
@@ -160,7 +160,7 @@ class TelemetryScraper:
 
         spec = json.dumps({"out": str(self.out), "interval": self.interval, "targets": self.targets})
         # tied: its own session, as a Ctrl-C to the group must not take the last scrape early
-        proc = self.proc = spawn([sys.executable, "-m", "llmload.scrape", spec], tied=True)
+        proc = self.proc = spawn([sys.executable, "-m", "llmload.hosts.scrape", spec], tied=True)
 
         def first_scrape() -> bool:  # (or a signal stopped the run, and this scraper, while it started)
             return self.proc is None or (self.out.exists() and self.out.stat().st_size > 0)

@@ -16,10 +16,10 @@ import gevent
 from geventhttpclient.url import URL
 from locust import FastHttpUser, constant, task
 
-from llmload.scenario import Scenario
-from llmload.stamps import ReadStamps
-from llmload.target_spec import Target
-from llmload.transport import GeventTransport
+from llmload.client.transport import GeventTransport
+from llmload.config.scenario import Scenario
+from llmload.config.target_spec import Target
+from llmload.measure.stamps import ReadStamps
 
 
 class LLMRun(Protocol):

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from flask import Blueprint, Flask
 
-from llmload.livewindow import WINDOW_S
 from llmload.locust.liveview import COLUMNS, display_rows, to_csv
+from llmload.measure.livewindow import WINDOW_S
 
 F = TypeVar("F", bound=Callable[..., Any])
 Handler = Callable[..., Any]  # a Flask view

@@ -12,11 +12,11 @@ from typing import Any
 from locust import events
 from locust.runners import WorkerRunner
 
+from llmload.config.yamlsrc import InputError
 from llmload.locust.conclude import discard_unstarted, finish_run
 from llmload.locust.hooks import on
 from llmload.locust.plugin import setup
 from llmload.locust.state import ProcessState, state_of
-from llmload.yamlsrc import InputError
 
 
 @on(events.init)

@@ -16,16 +16,14 @@ _EXPORTS: dict[str, str] = {
     "ReportOutcome": "llmload.report.outputs",
     "RunData": "llmload.report.results",
     "SloResult": "llmload.report.slo",
-    "SloSpec": "llmload.slo_spec",
+    "SloSpec": "llmload.config.slo_spec",
     "build_html": "llmload.report.html",
-    "compare_main": "llmload.report.cli",
     "compare_runs": "llmload.report.compare",
     "compare_targets": "llmload.report.compare",
     "evaluate_slos": "llmload.report.slo",
     "load_run": "llmload.report.results",
     "render_junit": "llmload.report.junit",
     "render_markdown": "llmload.report.markdown",
-    "report_main": "llmload.report.cli",
     "write_all": "llmload.report.outputs",
 }
 
@@ -38,19 +36,17 @@ __all__ = [
     "SloResult",
     "SloSpec",
     "build_html",
-    "compare_main",
     "compare_runs",
     "compare_targets",
     "evaluate_slos",
     "load_run",
     "render_junit",
     "render_markdown",
-    "report_main",
     "write_all",
 ]
 
 if TYPE_CHECKING:
-    from llmload.report.cli import compare_main, report_main
+    from llmload.config.slo_spec import SloSpec
     from llmload.report.compare import Comparison, MetricDiff, compare_runs, compare_targets
     from llmload.report.html import build_html
     from llmload.report.junit import render_junit
@@ -58,7 +54,6 @@ if TYPE_CHECKING:
     from llmload.report.outputs import ReportOutcome, write_all
     from llmload.report.results import BadResults, RunData, load_run
     from llmload.report.slo import SloResult, evaluate_slos
-    from llmload.slo_spec import SloSpec
 
 
 def __getattr__(name: str) -> Any:

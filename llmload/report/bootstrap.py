@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from llmload.histogram import rank
+from llmload.measure.histogram import rank
 
 MAX_CELLS = 2_000_000  # resamples x sample size held in memory at once
 

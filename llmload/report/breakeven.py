@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmload.cost_spec import CostSpec
+from llmload.config.cost_spec import CostSpec
 from llmload.report.levels import LevelVerdict
 from llmload.report.slo import fmt
-from llmload.results_model import Summary
+from llmload.schema.results_model import Summary
 
 HOURS_PER_MONTH = 730.0
 

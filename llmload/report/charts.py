@@ -18,7 +18,7 @@ from llmload.report.engine import rate_series
 from llmload.report.levels import is_sweep
 from llmload.report.results import RunData
 from llmload.report.stats import ecdf, histogram_cdf
-from llmload.results_model import latency
+from llmload.schema.results_model import latency
 
 PALETTE = qualitative.Plotly
 

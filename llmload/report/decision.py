@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmload.histogram import nearest_rank
+from llmload.measure.histogram import nearest_rank
 from llmload.report.bootstrap import diff_ci
 from llmload.report.compare import MetricDiff, compare_loaded
 from llmload.report.efficiency import Efficiency
@@ -38,7 +38,7 @@ from llmload.report.levels import LevelVerdict
 from llmload.report.pairing import throughput_pair, throughput_stat
 from llmload.report.results import RunData
 from llmload.report.slo import fmt
-from llmload.results_model import latency
+from llmload.schema.results_model import latency
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000  # compare's defaults: the report and `llmload compare` give one interval

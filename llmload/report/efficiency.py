@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmload.report.results import RunData
-from llmload.results_model import TargetBlock
+from llmload.schema.results_model import TargetBlock
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """What the engines said about themselves: a per-target summary of telemetry.jsonl, and the
-agreement rows summary.json holds (llmload/agreement.py), ready for the HTML and Markdown.
+agreement rows summary.json holds (llmload/measure/agreement.py), ready for the HTML and Markdown.
 
 Counters (preemptions, prefix-cache hits and queries) are differences between the first and last
 scrape, so a long-lived server's history before the run does not count; gauges (running, waiting,

@@ -7,10 +7,10 @@ whole-run figures (report/slo.py).
 
 from __future__ import annotations
 
+from llmload.config.slo_spec import SloSpec
 from llmload.report.levels import capacity_results, level_rows
 from llmload.report.slo import SloResult, evaluate_slos, fmt, slo_from_summary
-from llmload.results_model import Summary
-from llmload.slo_spec import SloSpec
+from llmload.schema.results_model import Summary
 
 
 def slo_results(summary: Summary, slo: SloSpec | None) -> list[SloResult]:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmload.config.slo_spec import SloSpec
 from llmload.report.slo import SloResult, evaluate_block, fmt, slo_from_summary
-from llmload.results_model import Summary
-from llmload.slo_spec import SloSpec
+from llmload.schema.results_model import Summary
 
 REACHED = 0.9  # share of a level's target load it must reach to count
 

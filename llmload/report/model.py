@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from llmload.config.slo_spec import SloSpec
 from llmload.report.breakeven import BreakEven, break_even, cost_from_summary
 from llmload.report.decision import DecisionRow, decision_rows
 from llmload.report.efficiency import Efficiency, efficiency
@@ -20,8 +21,7 @@ from llmload.report.levels import LevelRow, LevelVerdict, level_rows, verdicts
 from llmload.report.pareto import ParetoPoint, level_points
 from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.slo import SloResult, fmt, goodput_by_target, slo_from_summary
-from llmload.results_model import latency
-from llmload.slo_spec import SloSpec
+from llmload.schema.results_model import latency
 
 _T = TypeVar("_T")
 
@@ -43,7 +43,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-# The read stamps of each target (summary run.client.timestamps, llmload/stamps.py)
+# The read stamps of each target (summary run.client.timestamps, llmload/measure/stamps.py)
 TIMESTAMP_HEADERS = [
     "target",
     "stamps",

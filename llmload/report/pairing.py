@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from llmload.report.bootstrap import Stat, ratio_stat
-from llmload.results_model import RequestLine
+from llmload.schema.results_model import RequestLine
 
 PAIR_COVERAGE = 0.95
 
@@ -82,7 +82,7 @@ def throughput_stat(pairs: np.ndarray, reported: float | None) -> Stat | None:
     """A throughput-like figure, resampled as reported x ratio(resample) / ratio(all).
 
     ratio = sum(tokens) / sum(e2e) over the requests; the point estimate on the whole sample is
-    exactly the figure given (the run's output tok/s, llmload/throughput.py, or that figure times a
+    exactly the figure given (the run's output tok/s, llmload/measure/throughput.py, or that figure times a
     constant such as 3600 / cost_per_hour), so compare, the report and the terminal show one number,
     and the interval comes from how the per-request ratio varies.
     """

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from llmload.report.levels import LevelRow
 from llmload.report.slo import fmt
-from llmload.results_model import Summary, latency
+from llmload.schema.results_model import Summary, latency
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""Read a results directory (schema ``llmload.summary/1``, see docs/results.md) for the reports.
+"""Read a results directory (schema ``llmload.results.summary/1``, see docs/results.md) for the reports.
 
 Everything the report layer knows about a run comes through :func:`load_run`: summary.json as a
-:class:`~llmload.results_model.Summary`, the JSONL files as rows. Bad input (a missing directory
+:class:`~llmload.schema.results_model.Summary`, the JSONL files as rows. Bad input (a missing directory
 or summary.json, a line that is not JSON, a field that does not fit the model) raises
 :class:`BadResults` with one line that names the file and the line number or the field path.
 """
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import ValidationError
 
-from llmload.results_model import (
+from llmload.schema.results_model import (
     SUMMARY_SCHEMA,
     Level,
     RequestLine,
@@ -87,7 +87,7 @@ class RunData:
         ]
 
     def output_tok_s(self, target: str) -> float | None:
-        """The run's own throughput figure (llmload/throughput.py), as summary.json holds it."""
+        """The run's own throughput figure (llmload/measure/throughput.py), as summary.json holds it."""
         block = self.targets.get(target)
         return None if block is None else block.throughput.output_tok_s
 
@@ -140,7 +140,7 @@ def load_summary(results_dir: Path) -> Summary:
     if not isinstance(summary, dict):
         raise BadResults(f"{path}: expected a JSON object")
     schema = summary.get("schema", SCHEMA)
-    if not isinstance(schema, str) or not schema.startswith("llmload.summary/"):
+    if not isinstance(schema, str) or not schema.startswith("llmload.results.summary/"):
         raise BadResults(f"{path}: field 'schema' is {schema!r}, expected {SCHEMA!r}")
     if schema != SCHEMA:
         raise BadResults(f"{path}: schema {schema!r} is not supported by this version (expected {SCHEMA!r})")

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from llmload.config.slo_spec import PER_REQUEST, SloSpec
 from llmload.report.results import RunData
-from llmload.results_model import Figures, RequestLine, Summary, latency
-from llmload.slo_spec import PER_REQUEST, SloSpec
+from llmload.schema.results_model import Figures, RequestLine, Summary, latency
 
 
 def _error_rate(block: Figures) -> float | None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from llmload.histogram import nearest_rank, rank
-from llmload.results_model import HistogramSnapshot
+from llmload.measure.histogram import nearest_rank, rank
+from llmload.schema.results_model import HistogramSnapshot
 
 CDF_POINTS = 400  # evenly spaced ranks kept when a CDF is thinned for a chart
 CDF_TAIL_POINTS = 100  # extra ranks kept in the top 1%, where tails live

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from llmload.children import ChildStartError, spawn, stop, wait_port_file
+from llmload.base.children import ChildStartError, spawn, stop, wait_port_file
 
 WILDCARDS = ("", "*", "0.0.0.0", "::")
 

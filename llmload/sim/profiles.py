@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from llmload.strict import Strict
+from llmload.base.strict import Strict
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 GIB = 1024**3

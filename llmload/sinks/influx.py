@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from llmload.records import RequestRecord
-from llmload.sinks.influx_config import InfluxConfig
+from llmload.config.influx_config import InfluxConfig
+from llmload.measure.records import RequestRecord
 from llmload.sinks.influx_points import (
     EVENT,
     EVENT_KINDS,

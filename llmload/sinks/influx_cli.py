@@ -22,8 +22,8 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from llmload.results_model import Summary
-from llmload.sinks.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
+from llmload.config.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
+from llmload.schema.results_model import Summary
 from llmload.sinks.influx_write import InfluxWriter, WriteError
 from llmload.sinks.spool import (
     iter_chunks,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from llmload.records import RequestRecord
+from llmload.measure.records import RequestRecord
 from llmload.sinks.lineproto import FieldValue, format_fields, series_prefix
 
 INTERVAL_FIELDS: tuple[str, ...] = (

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from llmload.secrets import Masker
-from llmload.sinks.influx_config import InfluxConfig
+from llmload.config.influx_config import InfluxConfig
+from llmload.config.secrets import Masker
 
 if TYPE_CHECKING:
     from influxdb_client.client.influxdb_client import InfluxDBClient

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from urllib.parse import urlencode, urlsplit
 
-from llmload.sinks.influx_config import InfluxConfig
+from llmload.config.influx_config import InfluxConfig
 
 # Statuses worth retrying: the server is busy or restarting. 4xx (bad data, auth, no such
 # database) will not get better by retrying the same body; the batch goes to the spool.

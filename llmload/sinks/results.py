@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from llmload.results_model import Summary, TelemetryRow
+from llmload.schema.results_model import Summary, TelemetryRow
 
 
 class ResultsWriter:
@@ -83,7 +83,7 @@ def read_telemetry(path: Path) -> list[TelemetryRow]:
 class TelemetryTail:
     """The latest value of each engine metric per target, read from telemetry.jsonl as it grows.
 
-    The scraper child appends to the file (llmload/scrape.py); each ``read()`` takes only the
+    The scraper child appends to the file (llmload/hosts/scrape.py); each ``read()`` takes only the
     complete lines added since the last one, so the live charts show the engine's own gauges
     (KV-cache usage) without a second scrape of its /metrics.
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from llmload.results_model import Summary
+from llmload.schema.results_model import Summary
 
 
 def _f(v: Any, nd: int = 1) -> str:

@@ -1,0 +1,188 @@
+"""``llmload report`` and ``llmload compare``: entry points the top-level CLI dispatches to.
+
+Exit codes: 0 fine, 1 SLO missed (report) or a significant regression with --fail-on-regression
+(compare), 2 bad input (one line on stderr), 3 the run itself is invalid (report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import orjson
+
+from llmload.base.exitcodes import EXIT_INPUT, EXIT_INVALID, EXIT_OK, EXIT_SLO
+from llmload.report.compare import Comparison, compare_runs, compare_targets
+from llmload.report.html import render_html
+from llmload.report.model import build_report
+from llmload.report.outputs import write_all
+from llmload.report.results import BadResults
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _run(prog: str, parser: argparse.ArgumentParser, argv: list[str] | None, body) -> int:  # type: ignore[no-untyped-def]
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        print(f"{prog}: error: {exc} (see {prog} --help)", file=sys.stderr)
+        return EXIT_INPUT
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    try:
+        return int(body(args))
+    except BadResults as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+def report_main(argv: list[str] | None = None) -> int:
+    """``llmload report RESULTS_DIR [-o report.html]``."""
+    parser = _Parser(
+        prog="llmload report",
+        description="Write report.html, report.md and junit.xml for a results directory "
+        "(or only the HTML report to -o FILE).",
+    )
+    parser.add_argument("results_dir", type=Path, help="an llmload results directory")
+    parser.add_argument("-o", "--output", type=Path, help="write only the HTML report, to this file")
+
+    def body(args: argparse.Namespace) -> int:
+        if not (args.results_dir / "summary.json").exists() and args.results_dir.is_dir():
+            _rebuild(args.results_dir)
+        if args.output is not None:
+            rep = build_report(args.results_dir)
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(render_html(rep), encoding="utf-8")
+            print(f"wrote {args.output}")
+            status, slo_passed, failed = rep.run.status, rep.slo_passed, rep.failed_slos
+        else:
+            out = write_all(args.results_dir)
+            for p in (out.html, out.markdown, out.junit):
+                print(f"wrote {p}")
+            status, slo_passed, failed = out.status, out.slo_passed, out.failed
+        for r in failed:
+            print(f"SLO missed: {r.target}: {r.describe()}")
+        if status in ("invalid", "incomplete"):
+            print(f"run status: {status}")
+            return EXIT_INVALID
+        if slo_passed is None:
+            print("SLOs: none set")
+        else:
+            print(f"SLOs: {'met' if slo_passed else 'missed'}")
+        return EXIT_SLO if slo_passed is False else EXIT_OK
+
+    return _run("llmload report", parser, argv, body)
+
+
+def _rebuild(results_dir: Path) -> None:
+    """A run killed before its end left no summary.json: build it again from its lines (llmload.results.rebuild)."""
+    from llmload.config.yamlsrc import InputError
+    from llmload.results.rebuild import rebuild_summary
+
+    try:
+        summary = rebuild_summary(results_dir)
+    except InputError as e:
+        raise BadResults(str(e)) from None
+    path = results_dir / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary.dump(), indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    sent = sum(t.requests.sent for t in summary.targets.values())
+    print(f"rebuilt {path} from requests.jsonl ({sent} requests): status incomplete")
+
+
+def _parse_map(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        for part in item.split(","):
+            a, sep, b = part.partition("=")
+            if not sep or not a.strip() or not b.strip():
+                raise BadResults(f"--map {part!r}: expected BASELINE_TARGET=CANDIDATE_TARGET")
+            out[a.strip()] = b.strip()
+    return out
+
+
+def _compare_parser() -> _Parser:
+    parser = _Parser(
+        prog="llmload compare",
+        description="Compare two runs (or two targets of one run) with bootstrap confidence intervals.",
+    )
+    parser.add_argument(
+        "dirs", type=Path, nargs="+", metavar="DIR", help="BASELINE_DIR CANDIDATE_DIR, or one RESULTS_DIR"
+    )
+    parser.add_argument(
+        "--targets",
+        nargs=2,
+        metavar=("A", "B"),
+        help="baseline target A and candidate target B (of one run, or of the two runs)",
+    )
+    parser.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="A=B",
+        help="pair baseline target A with candidate target B (repeatable, or comma separated)",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="smallest relative change that counts as significant (default 5)",
+    )
+    parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--fail-on-regression", action="store_true", help="exit 1 when any metric is significantly worse"
+    )
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as Markdown")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
+    return parser
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Two runs, or two targets of one run, compared and written; exit 1 on a regression if asked."""
+    opts = {
+        "threshold_pct": args.threshold,
+        "confidence": args.confidence,
+        "resamples": args.resamples,
+        "seed": args.seed,
+    }
+    if len(args.dirs) > 2:
+        raise BadResults(f"expected one or two results directories, got {len(args.dirs)}")
+    if args.targets and args.map:
+        raise BadResults("use either --targets A B or --map A=B, not both")
+    cmp: Comparison
+    if len(args.dirs) == 1:
+        if not args.targets:
+            raise BadResults("with one results directory, name the two targets: --targets A B")
+        cmp = compare_targets(args.dirs[0], args.targets[0], args.targets[1], **opts)
+    else:
+        mapping = _parse_map(args.map) if args.map else None
+        if args.targets:
+            mapping = {args.targets[0]: args.targets[1]}
+        cmp = compare_runs(args.dirs[0], args.dirs[1], target_map=mapping, **opts)
+    sys.stdout.write(cmp.to_text())
+    if args.markdown:
+        args.markdown.write_text(cmp.to_markdown(), encoding="utf-8")
+    if args.json:
+        args.json.write_bytes(orjson.dumps(cmp.to_json(), option=orjson.OPT_INDENT_2))
+    if args.fail_on_regression and cmp.regressions:
+        return EXIT_SLO
+    return EXIT_OK
+
+
+def compare_main(argv: list[str] | None = None) -> int:
+    """``llmload compare BASELINE_DIR CANDIDATE_DIR [...]`` or ``llmload compare RESULTS_DIR --targets A B``."""
+    return _run("llmload compare", _compare_parser(), argv, _compare)

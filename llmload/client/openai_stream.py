@@ -1,0 +1,237 @@
+"""OpenAI-compatible streaming client core: build a request, read the SSE stream, time it.
+
+Transport-agnostic and Locust-free: a ``Transport`` sends the request and yields
+the body as (monotonic time, bytes) blocks, one block per socket read. Every line
+in a block is stamped with that read's time, so coalesced chunks show up as the
+zero gaps they really are, and nothing waits for a buffer to fill.
+
+Handles the quirks of real engines (../shared/engines.md): role-only first chunk,
+empty or null content, reasoning fields, usage on every chunk (Aphrodite 0.6) or
+only at the end with empty choices, multi-token chunks, errors after HTTP 200
+(``data: {"error": ...}`` or the old flat ``{"object": "error"}``), old llama.cpp
+``error:`` lines, keep-alive comments, ``data:`` without a space, missing [DONE].
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from llmload.client.failures import classify_http, error_message
+from llmload.client.sse import StreamState
+from llmload.config.secrets import Masker, clip
+from llmload.measure.records import RequestRecord
+
+
+class ConnectFailed(Exception):
+    """The connection could not be made (or broke before the response headers)."""
+
+
+class TimedOut(Exception):
+    """No byte arrived within the read timeout, or the request exceeded its time limit."""
+
+
+class Response(Protocol):
+    status: int
+
+    def blocks(self) -> Iterator[tuple[float, bytes]]:
+        """Yield (perf_counter time of the read, bytes read) until the body ends."""
+        ...
+
+    def read_body(self, limit: int = 65536) -> bytes: ...
+
+    def token_arrived(self) -> None:
+        """The first generated token came: the silence allowed drops to the read timeout."""
+        ...
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The response's Retry-After delay in seconds, when it has one."""
+        ...
+
+    def close(self, complete: bool) -> None:
+        """Release the connection; ``complete`` False means the body was not fully read."""
+        ...
+
+
+class Transport(Protocol):
+    def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Response: ...
+
+
+@dataclass
+class PreparedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    api: str = "chat"  # chat | completions
+
+
+def build_request(
+    *,
+    api: str,
+    model: str,
+    prompt: str | list[dict[str, str]],
+    max_tokens: int,
+    temperature: float | None = 0.0,
+    ignore_eos: bool = False,
+    min_tokens: int | None = None,
+    seed: int | None = None,
+    extra_body: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    api_key: str | None = None,
+    base_path: str = "",
+) -> PreparedRequest:
+    """Build a streaming chat or completions request asking for usage in the stream."""
+    body: dict[str, Any] = {"model": model}
+    if api == "chat":
+        if isinstance(prompt, str):
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["messages"] = prompt
+        path = base_path.rstrip("/") + "/v1/chat/completions"
+    elif api == "completions":
+        if not isinstance(prompt, str):
+            prompt = "\n".join(m.get("content", "") for m in prompt)
+        body["prompt"] = prompt
+        path = base_path.rstrip("/") + "/v1/completions"
+    else:
+        raise ValueError(f"unknown api {api!r} (expected chat or completions)")
+    body["max_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    if ignore_eos:
+        body["ignore_eos"] = True
+    if min_tokens is not None:
+        body["min_tokens"] = min_tokens
+    if seed is not None:
+        body["seed"] = seed
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    if extra_body:
+        body.update(extra_body)
+    hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if headers:
+        hdrs.update(headers)
+    if api_key:
+        hdrs["Authorization"] = f"Bearer {api_key}"
+    return PreparedRequest("POST", path, hdrs, orjson.dumps(body), api)
+
+
+def stream_request(
+    transport: Transport,
+    req: PreparedRequest,
+    rec: RequestRecord,
+    *,
+    total_timeout_s: float = 600.0,
+    clock: Callable[[], float] = time.perf_counter,
+    wall: Callable[[], float] = time.time,
+    progress: Callable[[int], None] | None = None,
+    first_token: Callable[[float], None] | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+    mask: Masker | None = None,
+) -> RequestRecord:
+    """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
+
+    Never raises for request failures: they become the record's status. A
+    ``GreenletExit`` (the test stopping) propagates after the record is marked
+    ``aborted``, so the caller can account for it. ``progress(n)`` (when given) is
+    called with the tokens each read brought (the live rate and the window throughput);
+    ``first_token(ttft_s)`` once, when the first token arrives (the live TTFT, before the end);
+    ``count_tokens`` (a local tokenizer) counts the output when the server sends no usage;
+    ``mask`` (the run's secrets) is applied to every error text before it is cut (``secrets.clip``).
+    """
+    rec.start_time = wall()
+    t_send = clock()
+    state = StreamState(t_send=t_send, api=req.api, texts=[] if count_tokens is not None else None, mask=mask)
+    resp: Response | None = None
+    complete = False
+    try:
+        try:
+            resp = transport.send(req.method, req.path, req.headers, req.body)
+        except (TimedOut, ConnectFailed) as e:
+            rec.status = "timeout" if isinstance(e, TimedOut) else "connect"
+            rec.error, rec.e2e_s = clip(str(e), mask), clock() - t_send
+            return rec
+        rec.http_status = resp.status
+        if resp.status != 200:
+            complete = _refused(resp, rec, mask)
+            rec.e2e_s = clock() - t_send
+            return rec
+        deadline = t_send + total_timeout_s
+        t, complete = _read(resp, state, deadline, progress, first_token, mask)
+        state.flush(t)
+        if state.done:
+            complete = True
+        elif t > deadline and state.status is None:
+            state._fail("timeout", f"request exceeded its {total_timeout_s:g} s limit")
+        return state.finish(t if (state.done or complete) else clock(), rec, count_tokens)
+    except BaseException:
+        # The test is stopping (GreenletExit) or something unexpected happened: the
+        # request was sent, so it is accounted for as aborted before propagating.
+        state.finish(clock(), rec, count_tokens)
+        rec.status, rec.error = "aborted", "cut by llmload (test stopped before the stream ended)"
+        raise
+    finally:
+        if resp is not None:
+            try:
+                resp.close(complete)
+            except Exception:  # noqa: BLE001 - releasing a broken socket must not mask the result
+                pass
+
+
+def _refused(resp: Response, rec: RequestRecord, mask: Masker | None) -> bool:
+    """A status other than 200: the record's class, Retry-After and the body's error (masked, then
+    cut). True when the body was read to its end (the connection can be reused)."""
+    body = b""
+    complete = False
+    try:
+        body = resp.read_body(4096)
+        complete = True
+    except (TimedOut, ConnectFailed):
+        pass
+    rec.status = classify_http(resp.status)
+    rec.retry_after_s = resp.retry_after_s
+    rec.error = clip(f"HTTP {resp.status}: {error_message(body, mask)}", mask)
+    return complete
+
+
+def _read(
+    resp: Response,
+    state: StreamState,
+    deadline: float,
+    progress: Callable[[int], None] | None,
+    first_token: Callable[[float], None] | None,
+    mask: Masker | None,
+) -> tuple[float, bool]:
+    """Feed every block of the stream to ``state``: (the last block's time, whether the body ended)."""
+    t = state.t_send
+    seen = 0
+    waiting_first = True
+    try:
+        for t, data in resp.blocks():
+            state.feed_block(t, data)
+            if waiting_first and state.first_text_t is not None:
+                waiting_first = False
+                resp.token_arrived()
+                if first_token is not None:
+                    first_token(state.first_text_t - state.t_send)
+            if progress is not None:
+                now_tokens = state.streamed_tokens
+                if now_tokens != seen:
+                    progress(now_tokens - seen)
+                    seen = now_tokens
+            if state.done or t > deadline:
+                return t, False
+        return t, True
+    except TimedOut as e:
+        state._fail("timeout", clip(str(e), mask))
+    except ConnectFailed as e:
+        # The connection broke: a last line without its newline was cut short, not malformed.
+        state.discard_partial()
+        state._fail("truncated", clip(f"connection lost mid-stream: {e}", mask))
+    return t, False

@@ -1,0 +1,77 @@
+"""Token-length distributions for prompts and outputs (fixed, uniform, normal, lognormal)."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from llmload.base.strict import Strict
+from llmload.config.limits import MAX_TOKENS
+
+
+class LengthDist(Strict):
+    """A distribution of token counts; samples are rounded and clamped to [min, max]."""
+
+    dist: Literal["fixed", "uniform", "normal", "lognormal"]
+    value: int | None = Field(None, ge=1, le=MAX_TOKENS, description="fixed: the count")
+    min: int = Field(1, ge=1, le=MAX_TOKENS)
+    max: int = Field(1_000_000, ge=1, le=MAX_TOKENS)
+    mean: float | None = Field(
+        None, gt=0, le=MAX_TOKENS, description="normal: mean; lognormal: mean (or give median)"
+    )
+    std: float | None = Field(None, ge=0, le=MAX_TOKENS, description="normal: standard deviation")
+    median: float | None = Field(None, gt=0, le=MAX_TOKENS, description="lognormal: median")
+    sigma: float | None = Field(None, gt=0, le=10, description="lognormal: sigma of the underlying normal")
+
+    @model_validator(mode="after")
+    def _check(self) -> LengthDist:
+        need = {"fixed": ["value"], "uniform": [], "normal": ["mean", "std"], "lognormal": ["sigma"]}[
+            self.dist
+        ]
+        for k in need:
+            if getattr(self, k) is None:
+                raise ValueError(f"dist {self.dist} needs `{k}`")
+        if self.dist == "lognormal" and self.mean is None and self.median is None:
+            raise ValueError("dist lognormal needs `median` or `mean`")
+        if self.min > self.max:
+            raise ValueError("min is larger than max")
+        return self
+
+    def sample(self, rng: random.Random) -> int:
+        if self.dist == "fixed":
+            v = float(self.value or 1)
+        elif self.dist == "uniform":
+            return rng.randint(self.min, self.max)
+        elif self.dist == "normal":
+            v = rng.gauss(self.mean or 0.0, self.std or 0.0)
+        else:
+            sigma = self.sigma or 1.0
+            mu = math.log(self.median) if self.median else math.log(self.mean or 1.0) - sigma * sigma / 2
+            v = rng.lognormvariate(mu, sigma)
+        return max(self.min, min(self.max, int(round(v))))
+
+    def expected(self) -> float:
+        if self.dist == "fixed":
+            return float(self.value or 1)
+        if self.dist == "uniform":
+            return (self.min + self.max) / 2
+        if self.dist == "normal":
+            return float(self.mean or 0)
+        sigma = self.sigma or 1.0
+        if self.median:
+            return self.median * math.exp(sigma * sigma / 2)
+        return float(self.mean or 1)
+
+
+Length = Annotated[Annotated[int, Field(ge=1, le=MAX_TOKENS)] | LengthDist, Field(union_mode="left_to_right")]
+
+
+def sample_length(spec: int | LengthDist, rng: random.Random) -> int:
+    return spec if isinstance(spec, int) else spec.sample(rng)
+
+
+def expected_length(spec: int | LengthDist) -> float:
+    return float(spec) if isinstance(spec, int) else spec.expected()

@@ -1,0 +1,321 @@
+"""Scenario files: YAML -> validated, typed, immutable model.
+
+Every error names the file, the line and the field, in one line, and maps to
+exit code 2 (``InputError``). Unknown keys are rejected, so a typo never passes
+silently. See docs/scenarios.md for every field.
+
+The models are frozen: what validation resolves (a target's metrics_url from its base_url, the
+``users``/``duration`` shorthand as a phase, ``simulate: true`` as sim targets) is settled inside
+the validators, and nothing after validation edits a scenario. A changed scenario (a ``--targets``
+subset, the simulators' addresses) is a new one: a copy, or data validated again.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from llmload.base.strict import Strict, settle
+from llmload.config.cost_spec import CostSpec
+from llmload.config.durations import Duration, Timeout
+from llmload.config.executors import Phase, phases_from_shorthand
+from llmload.config.influx_config import InfluxConfig
+from llmload.config.lengths import Length
+from llmload.config.limits import MAX_RATE_PER_S, MAX_TOKENS, MAX_USERS
+from llmload.config.scenario_errors import check_unique_names, input_error
+from llmload.config.secrets import redact
+from llmload.config.slo_spec import SloSpec
+from llmload.config.target_spec import SAFE_NAME, SAFE_NAME_RULE, Target
+from llmload.config.yamlsrc import InputError, apply_overrides, load_yaml, parse_yaml
+
+MIN_SCRAPE_INTERVAL_S = 1.0  # a vLLM CPU front-end stalled its streams 10-230 ms per scrape here
+
+
+class Workload(Strict):
+    kind: Literal["synthetic", "jsonl", "sharegpt", "prefix", "multiturn", "trace"] = "synthetic"
+    seed: int = 42
+    input_tokens: Length = Field(128, description="prompt length in tokens (approximated by words)")
+    output_tokens: Length = Field(256, description="max_tokens per request")
+    temperature: float | None = 0.0
+    ignore_eos: bool = True
+    min_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    prompts: list[str] | None = Field(
+        None, min_length=1, description="explicit prompts, used in order (cyclically)"
+    )
+    system_prompt: str | None = None
+    path: str | None = Field(None, description="dataset file (jsonl, sharegpt), or the trace (trace)")
+    format: Literal["auto", "csv", "jsonl"] = Field(
+        "auto", description="trace layout: csv (BurstGPT-like), jsonl (Mooncake-like); auto: by suffix"
+    )
+    speedup: float = Field(1.0, gt=0, description="trace: every gap divided by this")
+    window_start: Duration = Field(0.0, description="trace: skip this much of the trace's start")
+    window_duration: Duration | None = Field(None, description="trace: replay this much of it (default: all)")
+    tokenizer: str | None = Field(None, description="local tokenizer.json for exact token counts")
+    prefix_groups: int = Field(
+        4, ge=1, le=10_000, description="prefix workload: number of distinct long prefixes"
+    )
+    prefix_tokens: int = Field(
+        1024, ge=1, le=MAX_TOKENS, description="prefix workload: tokens in each shared prefix"
+    )
+    turns: Length = Field(3, description="multiturn workload: turns per session")
+    think_time: Duration = Field(0.0, description="multiturn workload: pause between turns")
+    salt: bool | str = Field(
+        True,
+        description="a tag at the start of every prompt, the same for the whole run, so a rerun does not "
+        "ride the server's prefix cache: true draws one per run (recorded), a string fixes it, false "
+        "sends the same prompts run after run (paired compares across runs)",
+    )
+
+    @field_validator("salt")
+    @classmethod
+    def _salt(cls, v: bool | str) -> bool | str:
+        if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", v):
+            raise ValueError("a salt is 1-64 letters, digits or _.:-")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Workload:
+        if self.kind in ("jsonl", "sharegpt", "trace") and not self.path:
+            raise ValueError(f"workload kind {self.kind} needs `path`")
+        return self
+
+
+class Client(Strict):
+    ready_timeout: Timeout = Field(
+        600.0, description="how long to wait for every target's /health and /v1/models before exit 2"
+    )
+    connect_timeout: Timeout = 10.0
+    first_byte_timeout: Timeout = Field(
+        300.0,
+        description="longest wait for the response headers and the first token (queueing and prefill "
+        "of a long prompt)",
+    )
+    read_timeout: Timeout = Field(120.0, description="longest silence between chunks once tokens flow")
+    request_timeout: Timeout = 600.0
+    failure_pause: Duration = Field(
+        0.5,
+        description="closed loop: pause after a failed request, doubled for each failure in a row "
+        "(0: none); a Retry-After from the server replaces it, kept within failure_pause and "
+        "failure_pause_max",
+    )
+    failure_pause_max: Duration = Field(
+        10.0, description="the longest pause after a failure, whatever a Retry-After asks"
+    )
+    report_interval: Timeout = 2.0
+    scrape_interval: Duration = Field(
+        5.0,
+        description="seconds between scrapes of each target's /metrics (at least 1 s): every scrape "
+        "costs the server's front-end time, which lands on the streams it is serving",
+    )
+    timestamps: Literal["kernel", "user"] = Field(
+        "kernel",
+        description="stamp each read with the kernel's receive time where the socket gives it (plain "
+        "HTTP on Linux), or always with the client's clock when the read returns (docs/metrics.md)",
+    )
+    loop_lag_threshold_ms: float = Field(
+        25.0,
+        gt=0,
+        description="loop-lag p99 above this makes the run invalid where its figures rest on user-space "
+        "stamps (a note with kernel stamps)",
+    )
+    cpu_threshold_percent: float = Field(90.0, gt=0, le=100)
+    selftest: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="a 2 s loopback self-test of this machine's cost per chunk before the run, with a "
+        "warning when the expected chunk rate per process passes 80% of one core (llmload/client/selftest.py): "
+        "auto runs it from 2,000 expected chunks/s per process",
+    )
+    stream_tokens_per_s: float = Field(
+        50.0,
+        gt=0,
+        description="the decode speed one stream is expected to get, for the self-test's estimate of the "
+        "chunk rate: closed loop, users x targets x this; open loop, at most max_vus x targets x this",
+    )
+
+    @field_validator("selftest", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, v: Any) -> Any:
+        """YAML 1.1 reads a bare on/off as true/false: take them back as the words."""
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+
+    @field_validator("scrape_interval")
+    @classmethod
+    def _scrape(cls, v: float) -> float:
+        if v < MIN_SCRAPE_INTERVAL_S:
+            raise ValueError(f"must be at least {MIN_SCRAPE_INTERVAL_S:g} s")
+        return v
+
+    @model_validator(mode="after")
+    def _pause_range(self) -> Client:
+        if self.failure_pause > self.failure_pause_max:
+            raise ValueError(
+                f"failure_pause ({self.failure_pause:g} s) is longer than failure_pause_max "
+                f"({self.failure_pause_max:g} s): every pause lies between them"
+            )
+        return self
+
+
+class Load(Strict):
+    users: int | None = Field(
+        None, ge=1, le=MAX_USERS, description="concurrent streams per target (constant-vus shorthand)"
+    )
+    spawn_rate: float | None = Field(
+        None, gt=0, le=MAX_RATE_PER_S, description="users started per second (shorthand)"
+    )
+    duration: Duration | None = Field(None, description="shorthand phase duration")
+    max_requests: int | None = Field(None, ge=1, description="stop each target after this many requests")
+    warmup: Duration = Field(0.0, description="excluded from the figures at the start of the run")
+    stop_grace: Duration = Field(60.0, description="in-flight streams may finish this long after the end")
+    mode: Literal["parallel", "sequential"] = "parallel"
+    stop_on_failures: int | None = Field(None, ge=1, description="stop when this many requests have failed")
+    stop_on_failure_ratio: float | None = Field(None, gt=0, le=1, description="stop above this failure ratio")
+    stop_on_slo_miss: bool = Field(
+        False,
+        description="end a step as soon as its requests can no longer meet slo ttft_p99_ms, e2e_p99_ms "
+        "or error_rate, however the rest go (capacity probes, a sweep's top levels)",
+    )
+    phases: list[Phase] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shorthand(self) -> Load:
+        short = self.users is not None or self.duration is not None
+        if short and self.phases:
+            raise ValueError("give either users/duration (one constant-vus phase) or phases, not both")
+        if not self.phases:
+            phases = phases_from_shorthand(self.users or 1, self.spawn_rate, self.duration, self.max_requests)
+            # The shorthand now lives in the phase; clearing it keeps a dumped scenario re-loadable.
+            settle(self, phases=phases, users=None, spawn_rate=None, duration=None, max_requests=None)
+        return self
+
+
+class Output(Strict):
+    dir: str = Field("results", description="parent folder of the run's results directory")
+
+
+class Scenario(Strict):
+    name: str = "scenario"
+    description: str = ""
+    targets: list[Target] = Field(min_length=1)
+    workload: Workload = Field(default_factory=Workload)
+    load: Load = Field(default_factory=Load)
+    client: Client = Field(default_factory=Client)
+    slo: SloSpec | None = None
+    cost: CostSpec | None = Field(None, description="what self-hosting is weighed against (docs/reports.md)")
+    influx: InfluxConfig | None = None
+    output: Output = Field(default_factory=Output)
+    simulate: bool = Field(
+        False, description="run every target against its `sim:` stand-in (try a GPU scenario without GPUs)"
+    )
+    source: str = Field("", exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not SAFE_NAME.fullmatch(v):
+            raise ValueError(f"{SAFE_NAME_RULE}: it names the results directory")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_load(cls, data: Any) -> Any:
+        """A trace workload with no load of its own is replayed: one trace phase."""
+        if not isinstance(data, dict) or not isinstance(data.get("workload"), dict):
+            return data
+        load = data.get("load")
+        if data["workload"].get("kind") == "trace" and (load is None or load == {}):
+            return {**data, "load": {"phases": [{"executor": "trace"}]}}
+        return data
+
+    @model_validator(mode="after")
+    def _trace_pairs(self) -> Scenario:
+        traced = [p.executor == "trace" for p in self.load.phases]
+        if any(traced) and self.workload.kind != "trace":
+            raise ValueError("a trace phase replays `workload: {kind: trace, path: ...}`")
+        if self.workload.kind == "trace" and not all(traced):
+            raise ValueError(
+                "a trace workload is replayed by trace phases only (load: {phases: [{executor: trace}]})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_alone(self) -> Scenario:
+        if len(self.load.phases) > 1 and any(p.executor == "capacity" for p in self.load.phases):
+            raise ValueError("a capacity phase is a search of its own: make it the scenario's only phase")
+        return self
+
+    @model_validator(mode="after")
+    def _simulate(self) -> Scenario:
+        if not self.simulate:
+            return self
+        missing = [t.name for t in self.targets if t.kind != "sim" and t.sim is None]
+        if missing:
+            raise ValueError(f"simulate: true needs a `sim:` stand-in on target(s) {', '.join(missing)}")
+        stand_ins = [
+            t
+            if t.kind == "sim"
+            else t.model_copy(
+                update={
+                    "labels": {"simulated_kind": t.kind, **t.labels},
+                    "kind": "sim",
+                    "base_url": None,
+                    "metrics_url": None,
+                    "gpu_metrics_url": None,
+                    "api_key_env": None,
+                }
+            )
+            for t in self.targets
+        ]
+        settle(self, targets=stand_ins, simulate=False)  # a dumped scenario re-validates as sim targets
+        return self
+
+    def target(self, name: str) -> Target:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The scenario as data with secrets removed (for results and reports)."""
+        public: dict[str, Any] = redact(self.model_dump(mode="json"))
+        return public
+
+
+def validate_data(
+    data: Any, lines: dict[tuple[Any, ...], int], source: str, file_data: Any = None
+) -> Scenario:
+    """The validated scenario, or InputError naming the file's line and field.
+
+    ``file_data`` is the data as the file had it before ``--set`` edits: a bad value that an edit
+    put there is blamed on ``--set``, not on a line of the file (llmload/config/scenario_errors.py).
+    """
+    if not isinstance(data, dict):
+        raise InputError(f"{source}:1: the scenario must be a mapping with at least `targets`")
+    check_unique_names(data, lines, source)
+    try:
+        return Scenario.model_validate(data).model_copy(update={"source": source})
+    except ValidationError as e:
+        raise input_error(e, data, lines, source, file_data) from None
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    data, lines = load_yaml(path)
+    file_data = data
+    if overrides:
+        data = apply_overrides(copy.deepcopy(data) if data is not None else {}, overrides, "--set")
+    return validate_data(data, lines, str(path), file_data if overrides else None)
+
+
+def parse_scenario(text: str, source: str = "<string>", overrides: list[str] | None = None) -> Scenario:
+    data, lines = parse_yaml(text, source)
+    if overrides:
+        data = apply_overrides(data if data is not None else {}, overrides, "--set")
+    return validate_data(data, lines, source)

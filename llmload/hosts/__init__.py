@@ -1,0 +1,1 @@
+"""The engines a run talks to: simulators started, readiness, the /metrics scraper."""

@@ -1,0 +1,157 @@
+"""Per-target statistics: what llmload measures for one target over one window.
+
+Latency histograms (llmload/measure/histogram.py) per metric, requests by status class, token counts and
+the window's first start and last end; mergeable, and shipped between processes as wire dicts.
+
+No Locust import here: this module is shared by the client, the workers, the master and the
+report layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmload.measure.histogram import Histogram
+from llmload.measure.records import FAILURE_CLASSES, STATUS_CLASSES, RequestRecord
+
+LATENCY_METRICS: tuple[str, ...] = (
+    "ttft",
+    "itl",
+    "itl_per_token",
+    "tpot",
+    "e2e",
+    "ttft_from_intended",
+    "e2e_from_intended",
+    "schedule_lag",
+)
+
+
+@dataclass
+class TargetStats:
+    """Everything llmload measures for one target over one window (interval, level or run)."""
+
+    histograms: dict[str, Histogram] = field(
+        default_factory=lambda: {m: Histogram() for m in LATENCY_METRICS}
+    )
+    by_class: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUS_CLASSES, 0))
+    prompt_tokens: int = 0  # from the server's usage
+    prompt_tokens_client: int = 0  # llmload's own count of the prompt text it sent
+    output_tokens: int = 0
+    output_tokens_approx: bool = False
+    first_start: float | None = None  # epoch of the earliest request start seen
+    last_end: float | None = None  # epoch of the latest request end seen
+
+    def add(self, rec: RequestRecord) -> None:
+        h = self.histograms
+        self.by_class[rec.status] = self.by_class.get(rec.status, 0) + 1
+        if rec.prompt_tokens:
+            self.prompt_tokens += rec.prompt_tokens
+        self.prompt_tokens_client += rec.prompt_tokens_client
+        self.output_tokens += rec.output_tokens
+        if rec.output_tokens_approx:
+            self.output_tokens_approx = True
+        if self.first_start is None or rec.start_time < self.first_start:
+            self.first_start = rec.start_time
+        end = rec.start_time + (rec.e2e_s or 0.0)
+        if self.last_end is None or end > self.last_end:
+            self.last_end = end
+        lag = rec.schedule_lag_s
+        if lag is not None:
+            h["schedule_lag"].record(lag)
+        if not rec.ok:
+            return
+        if rec.ttft_s is not None:
+            h["ttft"].record(rec.ttft_s)
+            if lag is not None:
+                h["ttft_from_intended"].record(rec.ttft_s + lag)
+        if rec.e2e_s is not None:
+            h["e2e"].record(rec.e2e_s)
+            if lag is not None:
+                h["e2e_from_intended"].record(rec.e2e_s + lag)
+        tpot = rec.tpot_s
+        if tpot is not None:
+            h["tpot"].record(tpot)
+        itl = h["itl"]
+        for gap in rec.itl_s:
+            itl.record(gap)
+        if rec.itl_tokens:
+            itl_pt = h["itl_per_token"]
+            for gap, k in zip(rec.itl_s, rec.itl_tokens, strict=False):
+                if k > 0:
+                    itl_pt.record(gap / k)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.by_class.values())
+
+    @property
+    def ok(self) -> int:
+        return self.by_class.get("ok", 0)
+
+    @property
+    def failures(self) -> int:
+        return sum(self.by_class.get(c, 0) for c in FAILURE_CLASSES)
+
+    def merge(self, other: TargetStats) -> None:
+        for m, hist in other.histograms.items():
+            self.histograms.setdefault(m, Histogram()).merge(hist)
+        for c, n in other.by_class.items():
+            self.by_class[c] = self.by_class.get(c, 0) + n
+        self.prompt_tokens += other.prompt_tokens
+        self.prompt_tokens_client += other.prompt_tokens_client
+        self.output_tokens += other.output_tokens
+        self.output_tokens_approx = self.output_tokens_approx or other.output_tokens_approx
+        if other.first_start is not None and (
+            self.first_start is None or other.first_start < self.first_start
+        ):
+            self.first_start = other.first_start
+        if other.last_end is not None and (self.last_end is None or other.last_end > self.last_end):
+            self.last_end = other.last_end
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "h": {m: hist.to_wire() for m, hist in self.histograms.items() if hist.count},
+            "c": {c: n for c, n in self.by_class.items() if n},
+            "pt": self.prompt_tokens,
+            "pc": self.prompt_tokens_client,
+            "ot": self.output_tokens,
+            "oa": self.output_tokens_approx,
+            "fs": self.first_start,
+            "le": self.last_end,
+        }
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> TargetStats:
+        ts = cls()
+        for m, data in d.get("h", {}).items():
+            ts.histograms[m] = Histogram.from_wire(data)
+        for c, n in d.get("c", {}).items():
+            ts.by_class[c] = ts.by_class.get(c, 0) + n
+        ts.prompt_tokens = d.get("pt", 0)
+        ts.prompt_tokens_client = d.get("pc", 0)
+        ts.output_tokens = d.get("ot", 0)
+        ts.output_tokens_approx = bool(d.get("oa", False))
+        ts.first_start = d.get("fs")
+        ts.last_end = d.get("le")
+        return ts
+
+    def latency_block(self) -> dict[str, Any]:
+        """The summary.json latency_ms block (open-loop metrics only when present)."""
+        out: dict[str, Any] = {}
+        for m in LATENCY_METRICS:
+            hist = self.histograms.get(m) or Histogram()
+            if m in ("ttft_from_intended", "e2e_from_intended", "schedule_lag") and hist.count == 0:
+                continue
+            out[m] = hist.summary_ms()
+        return out
+
+
+def merge_wire(snapshots: Iterable[dict[str, dict[str, Any]]]) -> dict[str, TargetStats]:
+    """Merge several {target: TargetStats wire} snapshots into one {target: TargetStats}."""
+    out: dict[str, TargetStats] = {}
+    for snap in snapshots:
+        for target, wire in snap.items():
+            out.setdefault(target, TargetStats()).merge(TargetStats.from_wire(wire))
+    return out

@@ -1,0 +1,156 @@
+"""The end of a run judged: one pure function from what the run was, how it ended and what it
+measured, to summary.json's figures, its verdict and its exit code (llmload/base/exitcodes.py).
+
+    summary, code = finalize(run, outcome, agg, observed, allow_worker_loss=False)
+
+SLOs are judged here, from the Summary itself (llmload/report/judge.py), so the verdict does not
+depend on whether the reports are written: an SLO missed with ``--no-reports`` exits 1 as it does
+with them. The caller writes summary.json and then the reports; a report that fails to render is
+said as such and exits 4 when the run was otherwise ok (``reports_failed``), never "ok".
+The capacity search judges each probe with the same function, through ``llmload run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmload.base.exitcodes import EXIT_INVALID, EXIT_OK, EXIT_REPORTS, EXIT_SLO, exit_code_for_signal
+from llmload.config.resolved import ResolvedRun
+from llmload.measure.client_health import client_health
+from llmload.measure.runstate import Aggregator
+from llmload.report.judge import missed_slos
+from llmload.results.run_outcome import RunOutcome
+from llmload.results.summary import build_summary
+from llmload.schema.results_model import (
+    ClientHealth,
+    RunBlock,
+    RunStatus,
+    Summary,
+    TelemetryInfo,
+    TelemetryRow,
+)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the process measured beside the records, read before the run is judged."""
+
+    cpu_samples: list[float]  # the client's CPU at each interval (the max over workers)
+    telemetry: list[TelemetryRow]  # telemetry.jsonl (the scraper has stopped)
+    open_streams: dict[tuple[str, str, str], int] | None  # most streams open per (phase, level, target)
+
+
+def finalize(
+    run: ResolvedRun, outcome: RunOutcome, agg: Aggregator, observed: Observed, *, allow_worker_loss: bool
+) -> tuple[Summary, int]:
+    """summary.json's model with its verdict, and the exit code. Reads and writes nothing."""
+    sc = run.scenario
+    end = outcome.ended_at if outcome.ended_at is not None else outcome.started_at
+    health = client_health(sc.client, agg.loop_lag, observed.cpu_samples, agg.stamps, outcome.selftest)
+    status, code, reasons = _judge(run, outcome, agg, health, allow_worker_loss)
+    summary = build_summary(
+        scenario=sc,
+        agg=agg,
+        run_id=run.run_id,
+        started_at=outcome.started_at,
+        ended_at=end,
+        measure_start=(outcome.run_t0 or outcome.started_at) + sc.load.warmup,
+        measure_end=end,
+        mode=run.mode,
+        workers=sorted(agg.last_seen) or ["local"],
+        status=status,
+        reasons=reasons,
+        client=health,
+        extra_run={
+            "telemetry": TelemetryInfo(
+                scrape_interval_s=sc.client.scrape_interval,
+                scrapes=len({r.t for r in observed.telemetry}),  # the baseline and the final one included
+            ),
+            "lost_workers": list(outcome.lost_workers),
+            "stop_reason": outcome.stop_reason,
+            "results_dir": str(run.results_dir),
+            "influx": None,
+            "steps": list(outcome.steps),
+        },
+        telemetry=observed.telemetry,
+        open_streams=observed.open_streams,
+    )
+    missed = missed_slos(summary)
+    if code == EXIT_OK and missed:  # an interrupted or invalid run keeps its own code
+        code = EXIT_SLO
+    summary.run.verdict = verdict(summary.run, missed, code)
+    summary.run.exit_code = code
+    return summary, code
+
+
+def _judge(
+    run: ResolvedRun, outcome: RunOutcome, agg: Aggregator, health: ClientHealth, allow_worker_loss: bool
+) -> tuple[RunStatus, int, list[str]]:
+    """The run's status, exit code and reasons, before its SLOs."""
+    reasons = list(outcome.reasons)
+    status: RunStatus = "ok"
+    code = EXIT_OK
+    window = agg.window(exclude_warmup=False)
+    ok_total = sum(st.ok for st in window.values())
+    sent_total = sum(st.requests for st in window.values())
+    lost = outcome.lost_workers
+    if health.unreliable:
+        reasons.extend(health.unreliable_reasons)
+        status, code = "invalid", EXIT_INVALID
+    if ok_total == 0:
+        reasons.append(f"no request succeeded ({sent_total} sent)")
+        status, code = "invalid", EXIT_INVALID
+    if lost:
+        status = "degraded" if status == "ok" else status
+        code = code if allow_worker_loss else EXIT_INVALID
+    if outcome.quit_early:
+        # Never ok: the plan did not run to its end and nothing the user set stopped it (Locust
+        # stops a distributed test itself when its last worker goes missing: a partition).
+        more = f" ({len(lost)} worker(s) lost)" if lost else ""
+        reasons.append(f"the plan ended early: the test stopped before the plan's end{more}")
+        if status == "ok":
+            status = "degraded" if lost else "invalid"
+        code = EXIT_INVALID
+    aborted = sum(st.by_class.get("aborted", 0) for st in window.values())
+    if aborted:
+        # No signal, no web UI Stop: stop_grace ran out, whether llmload's tick or Locust's own
+        # stop_timeout (the same stop_grace) cut them first.
+        why = outcome.cut_why or f"stop grace of {run.scenario.load.stop_grace:g} s ran out"
+        reasons.append(
+            f"{aborted} in-flight stream(s) were cut: {why} (status aborted, partial figures kept in requests.jsonl)"
+        )
+    if outcome.interrupted:
+        reasons.append(f"interrupted by {outcome.interrupted}: load stopped before the plan's end")
+        status, code = "interrupted", exit_code_for_signal(outcome.interrupted)
+    elif outcome.stop_reason and outcome.stop_reason != "plan complete":
+        reasons.append(f"stopped early: {outcome.stop_reason}")
+    return status, code, reasons
+
+
+def reports_failed(summary: Summary, code: int, error: str) -> int:
+    """The reports could not be written: the run keeps its figures and verdict, and says so.
+
+    A run that was ok exits 4 (EXIT_REPORTS); a missed SLO, an invalid or interrupted run keeps
+    its own code. Returns the exit code; ``summary.run`` carries the note and the code.
+    """
+    if code == EXIT_OK:
+        code = EXIT_REPORTS
+    run = summary.run
+    run.reasons.append(f"the reports could not be written: {error}")
+    run.verdict = f"{run.verdict}; reports not written ({error}): exit {code}"
+    run.exit_code = code
+    return code
+
+
+def verdict(run: RunBlock, missed: list[str], code: int) -> str:
+    """One line that says how the run ended, as the exit code says it (the terminal's last line)."""
+    if run.status == "interrupted":
+        return f"interrupted by {run.stop_reason} (exit {code}): figures cover the run up to the stop"
+    if run.status == "invalid":
+        return f"invalid (exit {code}): {run.reasons[0] if run.reasons else 'no reason given'}"
+    head: str = "SLO missed" if missed else run.status
+    if run.status == "degraded":
+        head = "degraded" + (", SLO missed" if missed else "")
+        head += f": {len(run.lost_workers)} worker(s) lost"
+    line = f"{head} (exit {code})"
+    return line + (": " + "; ".join(missed) if missed else "")

@@ -1,0 +1,49 @@
+"""How a run ended: one typed value, written by the conductor's methods, read by ``finalize``.
+
+The conductor (llmload/locust/conductor.py) is the only writer: the plugin, the web UI hooks, the
+signal handlers and the live view call its methods (``begin``, ``interrupt``, ``stop_from_ui``,
+``lose_worker``, ...) and never set these fields themselves. ``llmload.results.finish.finalize`` reads it,
+with the resolved run and the merged figures, to judge the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llmload.load.plan import PlanStep
+from llmload.schema.results_model import LostWorker, SelfTest, Step
+
+
+@dataclass
+class RunOutcome:
+    started_at: float  # wall time the run was built (the test's start, once it starts)
+    run_t0: float | None = None  # wall time the first plan step started
+    ended_at: float | None = None
+    stop_reason: str | None = None  # "plan complete", a stop condition, a signal's name, the web UI
+    interrupted: str | None = None  # the signal that stopped the run (SIGINT / SIGTERM)
+    cut_why: str = ""  # why open streams were cut (stop_grace ran out, a second signal, the web UI)
+    quit_early: bool = False  # the process quit mid-plan with no signal, no Stop, no stop condition
+    not_ready: str | None = None  # distributed: why the workers could not start (nothing was sent)
+    reasons: list[str] = field(default_factory=list)  # said in summary.json's run.reasons
+    lost_workers: list[LostWorker] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)  # one per plan step entered
+    selftest: SelfTest | None = None  # the capacity self-test before the load (llmload/client/selftest.py)
+
+    def lost(self, worker: str) -> bool:
+        return any(w.worker == worker for w in self.lost_workers)
+
+
+def step_entered(ps: PlanStep, start: float) -> Step:
+    """The record of a plan step entered at ``start`` (its end is set when the next one begins)."""
+    st = ps.step
+    users = None if st.open_loop else st.users
+    return Step(
+        phase=st.phase,
+        level=st.level,
+        targets=list(ps.targets),
+        start=start,
+        end=None,
+        target_rate=st.rate,
+        users=users,
+        planned_s=st.planned_s,
+    )

@@ -1,0 +1,298 @@
+"""The results directory as typed models: requests.jsonl lines, timeseries.jsonl rows, summary.json's run.
+
+    RequestLine.model_validate(json.loads(line))     # a reader gets typed fields, or a clear error
+    python -m llmload.schema.schemas docs/schemas           # writes the published JSON Schemas (schemas.py)
+
+Writers build these shapes (records.RequestRecord.to_json, the conductor's interval rows, finish.py's
+run block) and readers parse them (rebuild.py); docs/schemas/ holds the JSON Schemas generated from
+these models, and tests/test_results_model.py checks that a real run's files match them and that the
+published schemas are the models' own. The whole summary.json is a :class:`Summary`: summary.py
+builds one, finish.py completes its run block, and every reader (the report layer, the terminal
+table, the web UI, the InfluxDB summary points) reads its typed attributes.
+
+A key that a writer leaves out stays out: summary.json is written with ``exclude_unset``, so a
+block that is present only sometimes (``server_agreement``, a level's ``rate``, the open-loop
+latencies, ``histograms`` in levels) is a field with a default that the writer sets when it has it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+# The lines of requests.jsonl, telemetry.jsonl and timeseries.jsonl are in results_lines.py; they are
+# named here too, so this module stays the one place a reader imports the results models from.
+from llmload.schema.results_lines import LenientModel
+from llmload.schema.results_lines import RequestLine as RequestLine
+from llmload.schema.results_lines import Status as Status
+from llmload.schema.results_lines import TelemetryRow as TelemetryRow
+from llmload.schema.results_lines import TimeseriesRow as TimeseriesRow
+
+SUMMARY_SCHEMA = "llmload.results.summary/1"
+RunStatus = Literal["ok", "invalid", "degraded", "interrupted", "incomplete"]
+
+
+class LostWorker(LenientModel):
+    worker: str
+    t: float
+    last_report: float
+    reason: str
+    unaccounted: dict[str, int]
+
+
+class LoopLag(LenientModel):
+    count: int | None
+    p50: float | None
+    p99: float | None
+    max: float | None
+
+
+class CpuPercent(LenientModel):
+    mean: float | None
+    max: float | None
+
+
+class ClientDelay(LenientModel):
+    count: int | None
+    p50: float | None
+    p99: float | None
+    max: float | None
+
+
+class ReadTimestamps(LenientModel):
+    """One target's body reads: how they were stamped (llmload/measure/stamps.py)."""
+
+    source: Literal["kernel", "user", "mixed"]
+    kernel_reads: int
+    user_reads: int
+    coalesced_reads: int
+    first_tokens: int = 0
+    user_first_tokens: int = 0  # first tokens whose read had no kernel stamp (user-space stamp)
+    coalesced_first_tokens: int = 0  # first tokens whose read brought later tokens too (one stamp)
+    client_delay_ms: ClientDelay
+
+
+class FigureFlag(LenientModel):
+    """A figure the stamps cannot fully correct (llmload/measure/client_health.py)."""
+
+    target: str
+    metric: Literal["ttft", "itl"]
+    why: str
+
+
+class SelfTest(LenientModel):
+    """The capacity self-test before the run (llmload/client/selftest.py): this machine's cost per chunk
+    through llmload's own stream client, against the scenario's expected chunk rate per process."""
+
+    mode: Literal["auto", "on"]
+    chunks: int  # token-bearing chunks the self-test read
+    cpu_s: float  # the client thread's CPU time spent reading them
+    chunk_cost_us: float
+    capacity_chunks_per_s: float  # one core at 100%: 1 / chunk cost
+    expected_chunks_per_s: float  # the scenario's peak, every target together
+    processes: int  # load processes sharing it (local: 1; --workers N: N)
+    expected_per_process: float
+    load_percent: float  # expected_per_process / capacity_chunks_per_s, in %
+    limit_percent: float
+    warning: str | None = None
+
+
+class ClientHealth(LenientModel):
+    """The load generator's own health (llmload/measure/client_health.py): timings are only as good as it is."""
+
+    loop_lag_ms: LoopLag
+    cpu_percent: CpuPercent
+    timestamps: dict[str, ReadTimestamps] = {}
+    unreliable: bool
+    unreliable_reasons: list[str] = []
+    notes: list[str] = []
+    flags: list[FigureFlag] = []
+    selftest: SelfTest | None = None  # set when the self-test ran (client.selftest)
+
+
+class TelemetryInfo(LenientModel):
+    scrape_interval_s: float
+    scrapes: int | None
+
+
+class Step(LenientModel):
+    """One plan step entered (the conductor's level_meta): when, for which targets, at what load."""
+
+    phase: str
+    level: str
+    targets: list[str]
+    start: float
+    end: float | None
+    target_rate: float | None
+    users: int | None
+    planned_s: float | None = None  # the step's scheduled length (None: until its request count)
+
+
+class RunBlock(LenientModel):
+    """summary.json's ``run``: what ran, how it ended, and why (docs/results.md)."""
+
+    run_id: str
+    scenario_name: str
+    scenario_file: str | None
+    scenario: dict[str, Any]  # the validated scenario, secrets removed (scenario.py owns its shape)
+    started_at: str
+    ended_at: str
+    duration_s: float
+    measure_start: float
+    measure_end: float
+    versions: dict[str, str | None]
+    argv: list[str] = []
+    mode: Literal["local", "distributed"]
+    workers: list[str]
+    status: RunStatus
+    reasons: list[str]
+    client: ClientHealth
+    slo: dict[str, Any] | None = None  # the SLOs that are set (slo_spec.SloSpec, validated on reading)
+    telemetry: TelemetryInfo | None = None
+    lost_workers: list[LostWorker] = []
+    stop_reason: str | None = None
+    results_dir: str | None = None
+    influx: dict[str, Any] | None = None  # what the InfluxDB sink recorded (sinks/influx.py close)
+    steps: list[Step] = []
+    verdict: str | None = None
+    exit_code: int | None = None
+
+
+class Latency(LenientModel):
+    """One latency metric over a window, in ms (metrics.Histogram.summary_ms); null percentiles when count is 0."""
+
+    count: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+
+
+class LevelRequests(LenientModel):
+    """Requests of one target over one level: every class counted (docs/metrics.md)."""
+
+    sent: int
+    ok: int
+    failed: int
+    by_class: dict[Status, int]
+
+
+class Requests(LevelRequests):
+    """Requests of one target over the run: warm-up included in ``sent``, and what the plan held back."""
+
+    in_window: int  # started inside the measurement window
+    warmup: int
+    dropped: int  # arrivals an open-loop executor could not send (no free user)
+    delayed: int
+    backoffs: int  # closed-loop pauses after failures
+    backoff_s: float
+
+
+class Tokens(LenientModel):
+    prompt: int  # the server's usage (chat template included)
+    prompt_client: int  # llmload's own count of the prompt text it sent
+    output: int
+    output_approx: bool
+
+
+class Throughput(LenientModel):
+    """llmload/measure/throughput.py's one definition: tokens received inside the window over its span."""
+
+    output_tok_s: float
+    req_s: float
+    window_s: float
+    window_tokens: int
+    window_requests: float
+    levels: int
+
+
+class HistogramSnapshot(LenientModel):
+    """metrics.Histogram.to_dict: sorted microsecond values and their counts; merge by addition."""
+
+    unit: Literal["us"]
+    keys: list[int]
+    counts: list[int]
+
+
+class AgreementRow(LenientModel):
+    figure: str
+    unit: str
+    client: float | None
+    server: float | None
+    diff_pct: float | None = None  # when both are known and the server's is not 0
+    verdict: Literal["agrees", "differs", "n/a"]
+    basis: str | None = None  # output tok/s: which scrapes the server's rate comes from
+
+
+class Agreement(LenientModel):
+    """llmload's figures beside the server's own /metrics deltas (llmload/measure/agreement.py)."""
+
+    scrapes: int
+    rows: list[AgreementRow]
+    agrees: bool | None
+
+
+class TargetBlock(LenientModel):
+    """One target over the run (warm-up excluded from every figure but ``requests``)."""
+
+    kind: str
+    model: str | None
+    base_url: str | None
+    labels: dict[str, str]
+    cost_per_hour: float | None
+    requests: Requests
+    tokens: Tokens
+    latency_ms: dict[str, Latency]  # metrics.LATENCY_METRICS; the open-loop ones only when measured
+    throughput: Throughput
+    histograms: dict[str, HistogramSnapshot] = {}
+    server_agreement: Agreement | None = None  # when the target has a metrics_url
+
+
+class LevelRate(LenientModel):
+    target: float | None
+    achieved: float
+    level_duration_s: float
+
+
+class LevelTarget(LenientModel):
+    """One target over one plan level: the run's figures without histograms, plus the load it got."""
+
+    requests: LevelRequests
+    tokens: Tokens
+    latency_ms: dict[str, Latency]
+    throughput: Throughput
+    rate: LevelRate | None = None
+    users: int | None = None  # closed loop
+    max_open: int | None = None  # the most streams open at one moment (llmload/measure/concurrency.py)
+
+
+Figures = TargetBlock | LevelTarget  # what an SLO or a chart reads from, a run's or a level's
+NOT_MEASURED = Latency(count=0, mean=None, p50=None, p90=None, p95=None, p99=None, max=None)
+
+
+def latency(block: Figures, metric: str) -> Latency:
+    """One metric's latency block; an empty one (count 0) where it was not measured (open loop only)."""
+    return block.latency_ms.get(metric) or NOT_MEASURED
+
+
+class Level(LenientModel):
+    phase: str
+    level: str
+    value: float | None  # the number in ``c=8``, when the label has one
+    targets: dict[str, LevelTarget]
+
+
+class Summary(LenientModel):
+    """summary.json (schema ``llmload.results.summary/1``, docs/results.md)."""
+
+    schema_: Literal["llmload.results.summary/1"] = Field(alias="schema")
+    run: RunBlock
+    targets: dict[str, TargetBlock]
+    levels: list[Level] = []
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON form written to summary.json: only the keys its writer set."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
