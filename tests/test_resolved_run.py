@@ -6,6 +6,10 @@ from __future__ import annotations
 from llmload.config.resolved import SimAddress, scenario_from_payload, scenario_payload, with_found, with_sims
 from llmload.config.scenario import parse_scenario
 
+# Imported here, at collection: Locust's import monkey-patches the process (gevent), which must not
+# happen inside a test while tests/conftest.py guards os.fork (gevent would keep the guard as fork).
+from llmload.locust.plugin import load_for_options
+
 TEXT = """\
 name: nulls
 targets:
@@ -49,7 +53,6 @@ def test_the_plugin_takes_the_scenario_run_validated_and_validates_nothing(tmp_p
 
     import llmload.config.scenario
     from llmload.config.resolved import Handoff
-    from llmload.locust.plugin import load_for_options
 
     path = tmp_path / "nulls.yaml"
     path.write_text(TEXT)

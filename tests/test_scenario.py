@@ -164,3 +164,32 @@ def test_a_validated_scenario_is_resolved_once_and_cannot_be_edited() -> None:
     # a vLLM target's metrics_url follows its base_url
     real = parse_scenario("targets: [{name: a, kind: vllm, base_url: 'http://127.0.0.1:9/', model: m}]\n")
     assert real.targets[0].metrics_url == "http://127.0.0.1:9/metrics"
+
+
+@pytest.mark.parametrize(
+    ("workload", "field"),
+    [
+        ("input_tokens: 10\n  speedup: 2", "speedup"),
+        ("kind: prefix\n  turns: 4", "turns"),
+        ("kind: multiturn\n  prefix_groups: 2", "prefix_groups"),
+        ("kind: trace\n  path: t.jsonl\n  prompts: [hi]", "prompts"),
+        ("kind: synthetic\n  path: data.jsonl", "path"),
+    ],
+)
+def test_a_field_of_another_workload_kind_is_refused_at_its_line(workload: str, field: str) -> None:
+    text = f"targets: [{{name: a, kind: sim, sim: {{profile: test-fast-a}}}}]\nworkload:\n  {workload}\n"
+    line = 1 + next(i for i, x in enumerate(text.splitlines()) if x.strip().startswith(field + ":"))
+    with pytest.raises(InputError) as e:
+        parse_scenario(text, "w.yaml")
+    assert str(e.value).startswith(f"w.yaml:{line}: workload.{field}: belongs to workload kind"), str(e.value)
+
+
+def test_the_fields_of_each_kind_are_accepted() -> None:
+    base = "targets: [{name: a, kind: sim, sim: {profile: test-fast-a}}]\n"
+    for workload in (
+        "{kind: prefix, prefix_groups: 2, prefix_tokens: 64}",
+        "{kind: multiturn, turns: 2, think_time: 1s}",
+        "{kind: synthetic, prompts: [hi]}",
+    ):
+        sc = parse_scenario(base + f"workload: {workload}\n", "w.yaml")
+        assert sc.workload.kind in workload

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import (
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -38,6 +39,22 @@ from llmload.config.target_spec import SAFE_NAME, SAFE_NAME_RULE, Target
 from llmload.config.yamlsrc import InputError, apply_overrides, load_yaml, parse_yaml
 
 MIN_SCRAPE_INTERVAL_S = 1.0  # a vLLM CPU front-end stalled its streams 10-230 ms per scrape here
+
+
+# The fields only one kind of workload reads (every kind takes the rest: seed, lengths, sampling,
+# system_prompt, tokenizer, salt); given to another kind, they would be accepted and ignored.
+KIND_ONLY: dict[str, tuple[str, ...]] = {
+    "prompts": ("synthetic",),
+    "path": ("jsonl", "sharegpt", "trace"),
+    "format": ("trace",),
+    "speedup": ("trace",),
+    "window_start": ("trace",),
+    "window_duration": ("trace",),
+    "prefix_groups": ("prefix",),
+    "prefix_tokens": ("prefix",),
+    "turns": ("multiturn",),
+    "think_time": ("multiturn",),
+}
 
 
 class Workload(Strict):
@@ -74,6 +91,17 @@ class Workload(Strict):
         "ride the server's prefix cache: true draws one per run (recorded), a string fixes it, false "
         "sends the same prompts run after run (paired compares across runs)",
     )
+
+    @field_validator(*KIND_ONLY)
+    @classmethod
+    def _of_its_kind(cls, v: Any, info: ValidationInfo) -> Any:
+        """A field of one workload kind set for another is an error at its line, not ignored (its
+        default is no setting: a dumped scenario, every field written out, validates again)."""
+        name = str(info.field_name)
+        kind, kinds = info.data.get("kind"), KIND_ONLY[name]
+        if kind is not None and kind not in kinds and v != cls.model_fields[name].default:
+            raise ValueError(f"belongs to workload kind {' or '.join(kinds)}, not {kind}")
+        return v
 
     @field_validator("salt")
     @classmethod
