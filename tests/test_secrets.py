@@ -105,18 +105,20 @@ def test_every_error_text_the_stream_client_keeps_is_masked_before_it_is_cut(
     assert not leaked(rec.error, LONG_KEY) and len(rec.error) <= ERROR_CHARS, rec.error
 
 
-def test_a_server_that_echoes_the_key_does_not_get_it_into_any_output(
-    tmp_path: Path, sse_server: str
-) -> None:
+def echo_run(
+    tmp_path: Path, sse_server: str, key: str, requests: int, headers: str = ""
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, str]], list[Path]]:
+    """A real ``llmload run`` against a server that answers 401 echoing the credentials it got:
+    its output, its request lines and every file it wrote."""
     scn = tmp_path / "echo.yaml"
     scn.write_text(
         f"{TOLERANT_CLIENT}\n"
         "targets:\n"
         f"  - name: echo\n    kind: openai\n    base_url: '{sse_server}'\n    model: test-model\n"
         "    api_key_env: LLMLOAD_TEST_KEY\n"
-        f"    headers: {{X-Api-Key: {HEADER_SECRET}}}\n"
-        "    extra_body: {llmload_test: {mode: raw, status: 401, echo_auth: true}}\n"
-        "load: {users: 1, max_requests: 3}\n"
+        + (f"    headers: {{X-Api-Key: {headers}}}\n" if headers else "")
+        + "    extra_body: {llmload_test: {mode: raw, status: 401, echo_auth: true}}\n"
+        f"load: {{users: 1, max_requests: {requests}}}\n"
     )
     out = tmp_path / "r"
     r = subprocess.run(
@@ -125,22 +127,24 @@ def test_a_server_that_echoes_the_key_does_not_get_it_into_any_output(
         text=True,
         timeout=180,
         cwd=ROOT,
-        env={**os.environ, "LLMLOAD_TEST_KEY": KEY},
+        env={**os.environ, "LLMLOAD_TEST_KEY": key},
     )
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
-    assert len(lines) == 3 and all(x["status"] == "http_4xx" for x in lines), r.stderr[-2000:]
+    assert len(lines) == requests and all(x["status"] == "http_4xx" for x in lines), r.stderr[-2000:]
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert {p.name for p in written} >= {"summary.json", "requests.jsonl", "report.html", "junit.xml"}
+    return r, lines, written
+
+
+def test_a_server_that_echoes_the_key_does_not_get_it_into_any_output(
+    tmp_path: Path, sse_server: str
+) -> None:
+    r, lines, written = echo_run(tmp_path, sse_server, KEY, 3, headers=HEADER_SECRET)
     # The server did echo both: the messages show where they were, masked.
     assert all(x["error"] == "HTTP 401: invalid credentials: Bearer *** ***" for x in lines), lines[0][
         "error"
     ]
-    written = [p for p in out.rglob("*") if p.is_file()]
-    assert {p.name for p in written} >= {
-        "summary.json",
-        "requests.jsonl",
-        "report.html",
-        "report.md",
-        "junit.xml",
-    }
+    assert "report.md" in {p.name for p in written}
     for text in [r.stdout, r.stderr, *(p.read_text(errors="replace") for p in written)]:
         assert KEY not in text and HEADER_SECRET not in text
 
@@ -149,30 +153,9 @@ def test_a_300_character_key_echoed_in_an_error_body_is_in_no_file_the_run_wrote
     tmp_path: Path, sse_server: str
 ) -> None:
     """Issue 30's "done when": the key is longer than the 200 characters a record keeps."""
-    scn = tmp_path / "echo.yaml"
-    scn.write_text(
-        f"{TOLERANT_CLIENT}\n"
-        "targets:\n"
-        f"  - name: echo\n    kind: openai\n    base_url: '{sse_server}'\n    model: test-model\n"
-        "    api_key_env: LLMLOAD_TEST_KEY\n"
-        "    extra_body: {llmload_test: {mode: raw, status: 401, echo_auth: true}}\n"
-        "load: {users: 1, max_requests: 2}\n"
-    )
-    out = tmp_path / "r"
-    r = subprocess.run(
-        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-        env={**os.environ, "LLMLOAD_TEST_KEY": LONG_KEY},
-    )
-    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
-    assert len(lines) == 2 and all(x["status"] == "http_4xx" for x in lines), r.stderr[-2000:]
+    r, lines, written = echo_run(tmp_path, sse_server, LONG_KEY, 2)
     assert all(x["error"].startswith("HTTP 401: invalid credentials: ") for x in lines), lines[0]["error"]
     assert all("***" in x["error"] for x in lines), lines[0]["error"]
-    written = [p for p in out.rglob("*") if p.is_file()]
-    assert {p.name for p in written} >= {"summary.json", "requests.jsonl", "report.html", "junit.xml"}
     for name, text in [
         ("stdout", r.stdout),
         ("stderr", r.stderr),
