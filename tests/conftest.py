@@ -89,7 +89,9 @@ def _no_child_processes(item: pytest.Item) -> Iterator[list[str]]:
     with pytest.MonkeyPatch.context() as mp:
         for cls in popens:
             mp.setattr(cls, "_execute_child", refuse("Popen"))
-        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        # Not os.fork: Locust's first import (inside some test) makes gevent wrap os.fork, and the
+        # wrapper would keep calling this refusal after the test.
+        for name in ("posix_spawn", "posix_spawnp", "system"):
             if hasattr(os, name):
                 mp.setattr(os, name, refuse(f"os.{name}"))
         yield seen
