@@ -244,3 +244,32 @@ def sim_b(child_processes: None) -> Iterator[Any]:
 
     with SimProcess(["--profile", "test-fast-b", "--log-level", "warning"]) as sim:
         yield sim
+
+
+@pytest.fixture
+def process_tree(child_processes: None) -> Iterator[tuple[int, list[int]]]:
+    from collectors.proctree import descendants as _descendants
+
+    """A real engine-like process tree: a parent shell with two child processes (the NVML collector's
+    engine memory is summed over such a tree from the real /proc)."""
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", "sleep 60 & sleep 60 & wait"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 10
+        kids: list[int] = []
+        while time.monotonic() < deadline:
+            kids = sorted(_descendants(proc.pid) - {proc.pid})
+            if len(kids) == 2:
+                break
+            time.sleep(0.02)
+        assert len(kids) == 2, "the shell did not start its children"
+        yield proc.pid, kids
+    finally:
+        for pid in _descendants(proc.pid) - {proc.pid}:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.wait(5)
