@@ -37,6 +37,7 @@ def test_an_slo_missed_without_reports_exits_1(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "report.html").exists()  # --no-reports: none was rendered
     run = summary["run"]
     assert run["exit_code"] == 1 and run["verdict"].startswith("SLO missed (exit 1): ttft_p99_ms")
+    assert "--llm-no-reports" in run["argv"] and not any("llm-run" in a or "pickle" in a for a in run["argv"])
     assert r.stdout.strip().splitlines()[-1] == f"verdict: {run['verdict']}"
 
 

@@ -161,7 +161,7 @@ def build_summary(
             "locust": _version("locust"),
             "python": platform.python_version(),
         },
-        "argv": [a for a in sys.argv[1:] if "token" not in a.lower() and "key" not in a.lower()],
+        "argv": _argv(sys.argv[1:]),
         "mode": mode,
         "workers": workers,
         "status": status,
@@ -237,3 +237,17 @@ def _level_value(level: str) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def _argv(args: list[str]) -> list[str]:
+    """The command line as the user gave it: no token or key, and not the path of the scenario
+    llmload run handed to Locust (``--llm-run``: a temporary file, gone after the run)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip or a == "--llm-run":
+            skip = not skip
+            continue
+        if "token" not in a.lower() and "key" not in a.lower():
+            out.append(a)
+    return out
