@@ -56,6 +56,8 @@ class SynthTarget:
     gpus: int = 1
     ttft_scale: float = 1.0  # multiplies every TTFT after drawing (a shift that keeps the random draws)
     seed: int | None = None  # its own draw stream (default: from the run's seed and its position)
+    # recorded in run.scenario.targets (kind, sim, labels), as a real run records its scenario; None: not recorded
+    recorded: dict[str, Any] | None = None
 
 
 @dataclass
@@ -331,7 +333,11 @@ def write_results_dir(
             "run_id": run_id or f"synthetic-{seed}",
             "scenario_name": "synthetic",
             "scenario_file": "scenarios/synthetic.yaml",
-            "scenario": {"name": "synthetic", "cost": cost},
+            "scenario": {
+                "name": "synthetic",
+                "cost": cost,
+                "targets": [{"name": t.name, **t.recorded} for t in targets if t.recorded is not None],
+            },
             "started_at": "2025-12-02T12:00:00.000Z",
             "ended_at": "2025-12-02T12:01:00.000Z",
             "duration_s": round(window[1] - window[0], 3),

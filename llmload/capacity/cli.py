@@ -40,6 +40,7 @@ from llmload.config.scenario import Scenario, load_scenario
 from llmload.config.yamlsrc import InputError
 from llmload.report.efficiency import efficiency
 from llmload.report.results import BadResults, load_run
+from llmload.report.simulated import simulated_targets
 from llmload.report.slo import fmt
 
 OPTIONS = ("vary", "start", "min", "max", "factor", "precision", "requests", "hold_max", "warmup")
@@ -127,7 +128,14 @@ def target_capacity(search: Search, name: str) -> TargetCapacity:
         cost_per_hour=cost,
         tokens_per_dollar=out_tok_s * 3600.0 / cost if out_tok_s is not None and cost else None,
         tokens_per_joule=eff.tokens_per_joule if eff is not None else None,
+        simulated=_simulated_label(search, name),
     )
+
+
+def _simulated_label(search: Search, name: str) -> str | None:
+    """The target's "simulated engine (profile X)" when it ran on llmload's simulator (report/simulated.py)."""
+    sim = simulated_targets(t.model_dump(mode="json") for t in search.sc.targets).get(name)
+    return sim.label if sim is not None else None
 
 
 def capacity_main(argv: list[str]) -> int:

@@ -61,6 +61,7 @@ class TargetCapacity(_Model):
     cost_per_hour: float | None = None
     tokens_per_dollar: float | None = None
     tokens_per_joule: float | None = None
+    simulated: str | None = None  # "simulated engine (profile X)" when it ran on llmload's simulator
 
 
 class Ratio(_Model):
@@ -178,5 +179,11 @@ def render_text(res: CapacityResult) -> str:
     lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines += [ratio_sentence(r, res) for r in res.ratios]
+    lines += simulated_lines(res)
     lines += res.reasons
     return "\n".join(lines)
+
+
+def simulated_lines(res: CapacityResult) -> list[str]:
+    """``target: simulated engine (profile X)`` for each target searched on llmload's simulator."""
+    return [f"{t.target}: {t.simulated}" for t in res.targets if t.simulated]

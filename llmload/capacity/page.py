@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from llmload.capacity.outcome import CapacityResult, ratio_sentence, slo_words, table
+from llmload.capacity.outcome import CapacityResult, ratio_sentence, simulated_lines, slo_words, table
 from llmload.config.cost_spec import CostSpec
 from llmload.report.breakeven import BreakEven
 from llmload.report.charts import PALETTE
@@ -21,6 +21,10 @@ from llmload.report.decision import DecisionRow, render_rows, row_from_values
 from llmload.report.pareto import ParetoPoint
 from llmload.report.pareto_svg import render_svg
 from llmload.report.slo import fmt
+
+SIMULATED = (
+    "Simulated: these figures (GPU telemetry included) come from llmload's simulator, not a real engine:"
+)
 
 
 def decision(res: CapacityResult) -> list[DecisionRow]:
@@ -136,6 +140,9 @@ def _probe_rows(res: CapacityResult) -> tuple[list[str], list[list[str]]]:
 def render_markdown(res: CapacityResult, cost: CostSpec | None) -> str:
     headers, rows = table(res)
     out = [f"# Capacity: {res.scenario}", "", f"Within {slo_words(res.slo)}; status: {res.status}.", ""]
+    sims = simulated_lines(res)
+    if sims:
+        out += [f"> **{SIMULATED}** " + "; ".join(sims) + ".", ""]
     out += _md_table(headers, rows)
     out += [""] + [f"- {ratio_sentence(r, res)}" for r in res.ratios]
     dec = decision(res)
@@ -171,6 +178,9 @@ def render_html(res: CapacityResult, cost: CostSpec | None) -> str:
         f"<h1>Capacity: {e(res.scenario)}</h1>",
         f"<p>Within {e(slo_words(res.slo))}; status: {e(res.status)}.</p>",
     ]
+    sims = simulated_lines(res)
+    if sims:
+        body.append(f'<p id="simulated"><b>{e(SIMULATED)}</b> ' + "; ".join(e(x) for x in sims) + ".</p>")
     body.append(_html_table(*table(res)))
     body.append("<ul>" + "".join(f"<li>{e(ratio_sentence(r, res))}</li>" for r in res.ratios) + "</ul>")
     dec = decision(res)

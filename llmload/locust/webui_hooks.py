@@ -17,6 +17,7 @@ from llmload.locust.conclude import discard_unstarted, finish_run
 from llmload.locust.hooks import on
 from llmload.locust.plugin import setup
 from llmload.locust.state import ProcessState, state_of
+from llmload.report.simulated import simulated_targets
 
 
 @on(events.init)
@@ -55,6 +56,9 @@ def _webui_status(st: ProcessState) -> dict[str, Any]:
         f", step {c.step_no + 1}/{len(c.run.plan)} ({level}), {elapsed:.0f} s" if level and elapsed else ""
     )
     line = f"run {c.run_id}: {verdict if verdict else state}{where}; results: {c.results.dir}"
+    sims = simulated_targets(t.model_dump(mode="json") for t in c.run.sc.targets)
+    if sims:  # a demo's figures must not read as real engines (report/simulated.py)
+        line += "; " + "; ".join(s.line() for s in sims.values())
     return {
         "run_id": c.run_id,
         "state": state,
@@ -64,6 +68,7 @@ def _webui_status(st: ProcessState) -> dict[str, Any]:
         "elapsed_s": elapsed,
         "verdict": verdict,
         "results_dir": str(c.results.dir),
+        "simulated": {name: s.label for name, s in sims.items()},
         "line": line,
     }
 

@@ -33,6 +33,7 @@ from llmload.report.bootstrap import Stat, diff_ci, point, quantile_stat, ratio_
 from llmload.report.cache_state import prefix_cache_warnings
 from llmload.report.pairing import Pair, align, by_index, request_field, throughput_pair, throughput_stat
 from llmload.report.results import BadResults, RunData, load_run
+from llmload.report.simulated import simulated_in
 from llmload.report.slo import fmt
 
 BETTER, WORSE, SAME, NA = "better", "worse", "no significant difference", "n/a"
@@ -81,6 +82,12 @@ class Comparison:
     seed: int
     diffs: list[MetricDiff] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # "baseline vllm" / "candidate vllm" -> "simulated engine (profile X)", for each side compared that ran
+    # on llmload's simulator (report/simulated.py)
+    simulated: dict[str, str] = field(default_factory=dict)
+
+    def _simulated_lines(self) -> list[str]:
+        return [f"{side}: {label}" for side, label in self.simulated.items()]
 
     @property
     def regressions(self) -> list[MetricDiff]:
@@ -139,6 +146,7 @@ class Comparison:
             f"baseline:  {self.baseline}",
             f"candidate: {self.candidate}",
             f"significant = CI excludes 0 and |change| > {fmt(self.threshold_pct)}%",
+            *[f"simulated: {s}" for s in self._simulated_lines()],
             *[f"warning: {w}" for w in self.warnings],
             "",
         ]
@@ -157,6 +165,7 @@ class Comparison:
             f"Baseline `{self.baseline}`, candidate `{self.candidate}`; "
             f"significant = CI excludes 0 and |change| > {fmt(self.threshold_pct)}%.",
             "",
+            *[f"> **Simulated:** {s}\n" for s in self._simulated_lines()],
             *[f"> **Warning:** {w}\n" for w in self.warnings],
         ]
         lines.append("| " + " | ".join(headers) + " |")
@@ -252,6 +261,18 @@ def _check_opts(threshold_pct: float, confidence: float, resamples: int) -> None
         raise BadResults(f"resamples must be at least 100, got {resamples}")
 
 
+def _simulated_sides(rb: RunData, rc: RunData, pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """Each compared side that ran on llmload's simulator, as ``{"baseline T": label}``."""
+    out: dict[str, str] = {}
+    for side, run, names in (
+        ("baseline", rb, [b for b, _ in pairs]),
+        ("candidate", rc, [c for _, c in pairs]),
+    ):
+        sims = simulated_in(run.summary)
+        out |= {f"{side} {n}": sims[n].label for n in dict.fromkeys(names) if n in sims}
+    return out
+
+
 def compare_loaded(
     rb: RunData,
     rc: RunData,
@@ -269,6 +290,7 @@ def compare_loaded(
     _check_opts(threshold_pct, confidence, resamples)
     opts = {"threshold_pct": threshold_pct, "confidence": confidence, "resamples": resamples}
     cmp = Comparison(baseline, candidate, threshold_pct, confidence, resamples, seed)
+    cmp.simulated = _simulated_sides(rb, rc, pairs)
     for i, (bt, ct) in enumerate(pairs):
         rng = np.random.default_rng([seed, i])
         cmp.diffs += _compare_pair(rb, bt, rc, ct, opts, rng)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from llmload.measure.agreement import MEAN_TOLERANCE_MS, MEAN_TOLERANCE_PCT, RATE_TOLERANCE_PCT
 from llmload.report.results import RunData
 from llmload.report.slo import fmt
 
@@ -135,8 +136,9 @@ def agreement_note() -> str:
     return (
         "The server's figures are the differences of its /metrics counters between a scrape taken "
         "before the load and one after the last stream ended. Counts and tokens agree when equal; "
-        "TTFT and E2E means within 5 % or 2 ms (llmload's clock also covers the HTTP round trip); "
-        "output tok/s within 3 %."
+        f"TTFT and E2E means within {MEAN_TOLERANCE_PCT:g} % or {MEAN_TOLERANCE_MS:g} ms, whichever is "
+        "larger (llmload's clock also covers the HTTP round trip); "
+        f"output tok/s within {RATE_TOLERANCE_PCT:g} %."
     )
 
 

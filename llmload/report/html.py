@@ -24,6 +24,7 @@ from llmload.report.engine import (
 from llmload.report.levels import table_rows
 from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
 from llmload.report.pareto_svg import render_svg
+from llmload.report.simulated import banner
 from llmload.report.slo import fmt
 
 PLOTLY_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
@@ -62,11 +63,15 @@ def _header(rep: Report) -> str:
         ("duration", f"{fmt(run.duration_s)} s"),
         ("mode", f"{run.mode}, {len(run.workers)} worker(s)"),
         ("versions", versions or "-"),
+        *(("engine " + t, sim.label) for t, sim in rep.simulated.items()),
     ]
     parts = [
         f'<h1>llmload report: {_e(rep.run.run_id)}<span class="badge {_e(status)}" id="run-status">{_e(status)}</span></h1>',
         '<div class="meta">' + "".join(f"<div>{_e(k)}: <b>{_e(v)}</b></div>" for k, v in meta) + "</div>",
     ]
+    simulated = banner(rep.simulated)
+    if simulated:
+        parts.append(f'<div class="banner" id="simulated-banner"><b>{_e(simulated)}</b></div>')
     reasons = run.reasons
     if status != "ok" or reasons:
         cls = "banner bad" if status == "invalid" else "banner"

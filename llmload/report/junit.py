@@ -35,6 +35,8 @@ def _properties(suite: ET.Element, rep: Report) -> None:
     ):
         if v is not None:
             ET.SubElement(props, "property", name=k, value=v)
+    for target, sim in rep.simulated.items():
+        ET.SubElement(props, "property", name=f"simulated.{target}", value=sim.label)
 
 
 def _slo_case(suite: ET.Element, classname: str, r: SloResult) -> bool:

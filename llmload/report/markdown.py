@@ -16,6 +16,7 @@ from llmload.report.levels import table_rows
 from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
 from llmload.report.pareto import HEADERS as PARETO_HEADERS
 from llmload.report.pareto import table_rows as pareto_rows
+from llmload.report.simulated import banner
 from llmload.report.slo import fmt
 
 
@@ -42,6 +43,9 @@ def _heading(rep: Report) -> list[str]:
     )
     for reason in run.reasons:
         lines.append(f"- {reason}")
+    simulated = banner(rep.simulated)
+    if simulated:
+        lines += ["", f"> **{_cell(simulated)}**"]
     client = run.client
     if client.unreliable:
         lag = client.loop_lag_ms.p99

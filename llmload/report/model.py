@@ -20,6 +20,7 @@ from llmload.report.judge import slo_results
 from llmload.report.levels import LevelRow, LevelVerdict, level_rows, verdicts
 from llmload.report.pareto import ParetoPoint, level_points
 from llmload.report.results import BadResults, RunData, load_run
+from llmload.report.simulated import Simulated, simulated_in
 from llmload.report.slo import SloResult, fmt, goodput_by_target, slo_from_summary
 from llmload.schema.results_model import latency
 
@@ -75,6 +76,7 @@ class Report:
     decision: list[DecisionRow] = field(default_factory=list)  # two or more targets (report/decision.py)
     pareto: list[ParetoPoint] = field(default_factory=list)  # sweeps (report/pareto.py)
     break_even: list[BreakEven] = field(default_factory=list)  # with cost.api_price_per_mtok
+    simulated: dict[str, Simulated] = field(default_factory=dict)  # targets run on llmload's simulator
 
     @property
     def slo_passed(self) -> bool | None:
@@ -178,6 +180,7 @@ def build_report(results_dir: Path | str) -> Report:
         decision=decision_rows(run, levels, eff),
         pareto=level_points(run.summary, rows, {e.target: e.gpus for e in eff}),
         break_even=break_even(run.summary, cost, levels),
+        simulated=simulated_in(run.summary),
     )
 
 
