@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from llmload.cli.report import compare_main
-from llmload.report.compare import BETTER, SAME, WORSE, compare_runs, compare_targets
+from llmload.report.compare import compare_runs, compare_targets
+from llmload.report.diffs import BETTER, SAME, WORSE
 from tests.synth import SynthTarget, write_results_dir
 
 N = 300

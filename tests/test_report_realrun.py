@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from llmload.cli.report import report_main
-from llmload.report.compare import NA, compare_targets
+from llmload.report.compare import compare_targets
+from llmload.report.diffs import NA
 from llmload.report.html import build_html
 from llmload.report.slo import fmt
 

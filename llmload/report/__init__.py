@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     "BadResults": "llmload.report.results",
     "Comparison": "llmload.report.compare",
-    "MetricDiff": "llmload.report.compare",
+    "MetricDiff": "llmload.report.diffs",
     "ReportOutcome": "llmload.report.outputs",
     "RunData": "llmload.report.results",
     "SloResult": "llmload.report.slo",
@@ -47,7 +47,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from llmload.config.slo_spec import SloSpec
-    from llmload.report.compare import Comparison, MetricDiff, compare_runs, compare_targets
+    from llmload.report.compare import Comparison, compare_runs, compare_targets
+    from llmload.report.diffs import MetricDiff
     from llmload.report.html import build_html
     from llmload.report.junit import render_junit
     from llmload.report.markdown import render_markdown

@@ -29,47 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from llmload.report.bootstrap import Stat, diff_ci, point, quantile_stat, ratio_stat
 from llmload.report.cache_state import prefix_cache_warnings
-from llmload.report.pairing import Pair, align, by_index, request_field, throughput_pair, throughput_stat
+from llmload.report.diffs import BETTER, WORSE, MetricDiff, compare_pair
 from llmload.report.results import BadResults, RunData, load_run
 from llmload.report.simulated import simulated_in
 from llmload.report.slo import fmt
-
-BETTER, WORSE, SAME, NA = "better", "worse", "no significant difference", "n/a"
-# (metric key, requests.jsonl field, label)
-LATENCIES: tuple[tuple[str, str, str], ...] = (
-    ("ttft", "ttft_ms", "TTFT"),
-    ("itl_mean", "itl_mean_ms", "ITL, mean per request"),
-    ("e2e", "e2e_ms", "E2E"),
-)
-QUANTILES: tuple[int, ...] = (50, 99)
-
-
-@dataclass(frozen=True)
-class MetricDiff:
-    baseline_target: str
-    candidate_target: str
-    metric: str  # e.g. "ttft_p99", "output_tok_s"
-    unit: str
-    baseline: float | None
-    candidate: float | None
-    diff: float | None  # candidate - baseline
-    diff_pct: float | None
-    ci_low: float | None  # of the difference
-    ci_high: float | None
-    verdict: str
-    paired: bool
-    n_baseline: int
-    n_candidate: int
-
-    @property
-    def label(self) -> str:
-        return (
-            self.baseline_target
-            if self.baseline_target == self.candidate_target
-            else (f"{self.baseline_target} -> {self.candidate_target}")
-        )
 
 
 @dataclass
@@ -182,76 +146,6 @@ def _signed(v: float) -> str:
     return ("+" if v > 0 else "") + fmt(v)
 
 
-def _verdict(
-    base: float, cand: float, lo: float, hi: float, threshold_pct: float, lower_is_better: bool
-) -> str:
-    diff = cand - base
-    pct = diff / abs(base) * 100.0 if base else (0.0 if diff == 0 else float("inf"))
-    if not (lo > 0 or hi < 0) or abs(pct) <= threshold_pct:
-        return SAME
-    if lower_is_better:
-        return WORSE if diff > 0 else BETTER
-    return BETTER if diff > 0 else WORSE
-
-
-def _diff(
-    bt: str,
-    ct: str,
-    names: list[str],
-    unit: str,
-    pair: Pair,
-    stats: tuple[Stat, Stat],
-    lower_is_better: bool,
-    opts: dict[str, Any],
-    rng: np.random.Generator,
-) -> list[MetricDiff]:
-    base, cand, paired = pair.base, pair.cand, pair.paired
-    if len(base) < 2 or len(cand) < 2:
-        return [
-            MetricDiff(bt, ct, n, unit, None, None, None, None, None, None, NA, paired, len(base), len(cand))
-            for n in names
-        ]
-    pb, pc = point(base, stats[0]), point(cand, stats[1])
-    lo, hi = diff_ci(
-        base,
-        cand,
-        stats[0],
-        stats[1],
-        paired=paired,
-        resamples=opts["resamples"],
-        confidence=opts["confidence"],
-        rng=rng,
-    )
-    out = []
-    for j, n in enumerate(names):
-        b, c, low, high = float(pb[j]), float(pc[j]), float(lo[j]), float(hi[j])
-        verdict = _verdict(b, c, low, high, opts["threshold_pct"], lower_is_better)
-        pct = (c - b) / abs(b) * 100.0 if b else None
-        out.append(
-            MetricDiff(bt, ct, n, unit, b, c, c - b, pct, low, high, verdict, paired, len(base), len(cand))
-        )
-    return out
-
-
-def _compare_pair(
-    rb: RunData, bt: str, rc: RunData, ct: str, opts: dict[str, Any], rng: np.random.Generator
-) -> list[MetricDiff]:
-    out: list[MetricDiff] = []
-    reqs_b, reqs_c = rb.target_requests(bt), rc.target_requests(ct)
-    q = quantile_stat(QUANTILES)
-    for metric, fieldname, _ in LATENCIES:
-        pair = align(by_index(reqs_b, request_field(fieldname)), by_index(reqs_c, request_field(fieldname)))
-        out += _diff(bt, ct, [f"{metric}_p{x}" for x in QUANTILES], "ms", pair, (q, q), True, opts, rng)
-    pair = throughput_pair(rb.target_requests(bt, ok_only=False), rc.target_requests(ct, ok_only=False))
-    sb = throughput_stat(pair.base, rb.output_tok_s(bt))
-    sc = throughput_stat(pair.cand, rc.output_tok_s(ct))
-    if sb is None or sc is None:
-        pair = Pair(np.empty((0, 2)), np.empty((0, 2)), False)
-        sb = sc = ratio_stat(0.0)
-    out += _diff(bt, ct, ["output_tok_s"], "tok/s", pair, (sb, sc), False, opts, rng)
-    return out
-
-
 def _check_opts(threshold_pct: float, confidence: float, resamples: int) -> None:
     if not threshold_pct >= 0:
         raise BadResults(f"threshold must be >= 0 percent, got {threshold_pct}")
@@ -293,7 +187,7 @@ def compare_loaded(
     cmp.simulated = _simulated_sides(rb, rc, pairs)
     for i, (bt, ct) in enumerate(pairs):
         rng = np.random.default_rng([seed, i])
-        cmp.diffs += _compare_pair(rb, bt, rc, ct, opts, rng)
+        cmp.diffs += compare_pair(rb, bt, rc, ct, opts, rng)
     return cmp
 
 

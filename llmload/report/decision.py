@@ -32,7 +32,8 @@ import numpy as np
 
 from llmload.measure.histogram import nearest_rank
 from llmload.report.bootstrap import diff_ci
-from llmload.report.compare import MetricDiff, compare_loaded
+from llmload.report.compare import compare_loaded
+from llmload.report.diffs import MetricDiff
 from llmload.report.efficiency import Efficiency
 from llmload.report.levels import LevelVerdict
 from llmload.report.pairing import throughput_pair, throughput_stat
