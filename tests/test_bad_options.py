@@ -73,6 +73,24 @@ OPTION_CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, l
         "argument --workers: expected a number of workers or 'auto', got 'many'",
     ),
     (
+        "run --users (Locust's)",
+        GOOD,
+        {},
+        "run",
+        ["--users", "50"],
+        "--users 50: the scenario decides the load (load.users in s.yaml, or the phases of load.phases); "
+        "give --set load.users=50 instead",
+    ),
+    (
+        "run -t30s (Locust's)",
+        GOOD,
+        {},
+        "run",
+        ["-t30s"],
+        "-t 30s: the scenario decides the load (load.duration",
+    ),
+    ("ui --spawn-rate= (Locust's)", GOOD, {}, "ui", ["--spawn-rate=5"], "--set load.spawn_rate=5 instead"),
+    (
         "run unknown option",
         GOOD,
         {},

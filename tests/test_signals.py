@@ -193,6 +193,7 @@ def test_ctrl_c_on_the_web_ui_before_any_test_is_a_clean_exit(tmp_path: Path, ss
     rc, text = finished(proc, log)
     assert rc == 130, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
+    assert f"llmload: web UI at http://127.0.0.1:{port}/" in text  # the page to open, said once
     assert not out.exists()  # a run built but never started leaves nothing behind
 
 

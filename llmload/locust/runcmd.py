@@ -151,6 +151,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
     if a.sim:
         a.set = ["simulate=true", *a.set]
     try:
+        check_locust_options(extra, a.scenario)
         sc = _validated(cmd, a)
         if any(p.executor == "capacity" for p in sc.load.phases):
             from llmload.capacity.cli import capacity_main
@@ -175,6 +176,10 @@ def run_command(cmd: str, argv: list[str]) -> int:
         largs.append("--headless")
     elif cmd in ("ui", "master"):
         largs += ["--web-host", a.web_host, "--web-port", str(a.web_port)]
+        host = f"[{a.web_host}]" if ":" in a.web_host else a.web_host
+        print(
+            f"llmload: web UI at http://{host}:{a.web_port}/ (the LLM tab; Ctrl-C ends it)", file=sys.stderr
+        )
     if cmd == "master" or workers or getattr(a, "expect_workers", 0):
         port = a.master_bind_port or _free_port()
         expect = a.expect_workers or workers or 1
@@ -188,6 +193,36 @@ def run_command(cmd: str, argv: list[str]) -> int:
             stop(p, 5.0, grace_s=15.0)  # a worker ends by itself once its master quits
         handoff.unlink(missing_ok=True)
         handoff.parent.rmdir()
+
+
+# Locust's options that the scenario decides, and the scenario field that says it instead
+SCENARIO_DECIDES = {
+    "-u": "load.users",
+    "--users": "load.users",
+    "-r": "load.spawn_rate",
+    "--spawn-rate": "load.spawn_rate",
+    "-t": "load.duration",
+    "--run-time": "load.duration",
+}
+
+
+def check_locust_options(extra: list[str], scenario: str) -> None:
+    """A Locust option the scenario decides (users, spawn rate, run time) would be ignored: say so."""
+    for i, arg in enumerate(extra):
+        name, eq, value = arg.partition("=")
+        if name not in SCENARIO_DECIDES:
+            name, value = next(
+                ((o, arg[len(o) :]) for o in ("-u", "-r", "-t") if arg.startswith(o)), ("", "")
+            )
+            if not name or not value:
+                continue
+        elif not eq:
+            value = extra[i + 1] if i + 1 < len(extra) else ""
+        field = SCENARIO_DECIDES[name]
+        raise InputError(
+            f"{name} {value}".rstrip() + f": the scenario decides the load ({field} in {scenario}, or "
+            f"the phases of load.phases); give --set {field}={value or 'VALUE'} instead"
+        )
 
 
 def _validated(cmd: str, a: argparse.Namespace) -> Scenario:
