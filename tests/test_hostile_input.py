@@ -1,19 +1,17 @@
 """Hostile input (issue 30, items 6-8): numbers that are not numbers, absurd sizes, YAML that
 expands without end, header injection, names that climb out of the results directory. Each case
 is one line ``llmload: FILE:LINE: field: message`` and exit 2, never a traceback, before anything is
-sent or written. The cases run ``llmload.cli.main`` in-process; two run the real command.
+sent or written. The cases run through tests/test_bad_input.py's runners: in-process, three as the real command.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from llmload.cli import main
-from tests.conftest import ROOT
+from tests.cli_inprocess import call_cli
+from tests.test_bad_input import run_bad_input, run_bad_input_process
 
 TARGET = '  - {name: a, kind: openai, base_url: "http://127.0.0.1:9", model: m}\n'
 GOOD = "name: t\ntargets:\n" + TARGET + "load: {users: 1, duration: 1s}\n"
@@ -349,34 +347,22 @@ CASES: list[tuple[str, str, dict[str, str], list[str], str]] = [
 ]
 
 
-def write(tmp_path: Path, text: str, files: dict[str, str]) -> Path:
-    path = tmp_path / "s.yaml"
-    path.write_text(text)
-    for name, content in files.items():
-        (tmp_path / name).write_text(content)
-    return path
+def as_bad_input(case: tuple, cmd: str = "validate", extra: tuple[str, ...] = ()) -> tuple:
+    """A case of this table as tests/test_bad_input.py's runners take it (they add the command)."""
+    _id, text, files, args, expected = case
+    return (_id, text, files, cmd, [*args, *extra], expected)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_hostile_input_is_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: tuple
-) -> None:
-    _id, text, files, args, expected = case
-    path = write(tmp_path, text, files)
-    try:
-        code = main(["validate", str(path), *args])
-    except SystemExit as e:  # an option parser's exit
-        code = e.code if isinstance(e.code, int) else 2
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith("llmload: ") and expected in lines[0], lines[0]
+def test_hostile_input_is_one_line_and_exit_2(tmp_path: Path, case: tuple) -> None:
+    run_bad_input(tmp_path, as_bad_input(case))
 
 
-def test_the_good_scenario_of_the_table_is_good(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_good_scenario_of_the_table_is_good(tmp_path: Path) -> None:
     for text in (GOOD, scn(), target('headers: {X-Team: "bench one\\tcafé"}')):
-        assert main(["validate", str(write(tmp_path, text, {}))]) == 0, capsys.readouterr().err
+        (tmp_path / "s.yaml").write_text(text)
+        r = call_cli(["validate", "s.yaml"], cwd=tmp_path)
+        assert r.code == 0, r.err
 
 
 @pytest.mark.integration  # real llmload runs
@@ -394,18 +380,5 @@ def test_run_refuses_hostile_input_before_it_writes_anything(
 ) -> None:
     """As a user types it: `llmload run`, one line, exit 2 in seconds, and no results anywhere
     (the anchor bomb ran out of memory after 34 s; users: 1e9 was a fatal error, exit 134)."""
-    work = tmp_path / "w"
-    work.mkdir()
-    write(work, text, {})
-    r = subprocess.run(
-        [sys.executable, "-m", "llmload", "run", "s.yaml", "--results", "out"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=work,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)},
-    )
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
-    assert expected in lines[0], lines[0]
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["s.yaml", "w"], list(tmp_path.rglob("*"))
+    run_bad_input_process(tmp_path, ("run", text, {}, "run", ["--results", "out"], expected))
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["s.yaml"], list(tmp_path.rglob("*"))

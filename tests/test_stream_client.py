@@ -3,8 +3,9 @@
 How a stream is parsed (engine shapes, errors after 200, missing [DONE], empty and malformed
 streams) is tested in this process on the in-memory transport (tests/memory_transport.py), each
 frame one read at the gap the server would leave. What needs a socket (a TCP cut, HTTP error
-bodies, timeouts, connection reuse, the first-token callback on real reads) is sent by
+bodies, connection reuse, the first-token callback on real reads) is sent by
 tests/sse_server.py verbatim (raw mode) through the same gevent transport Locust users use.
+The client's timeouts: tests/test_stream_timeouts.py.
 """
 
 from __future__ import annotations
@@ -330,78 +331,3 @@ def test_request_body_asks_for_usage_and_controls_length() -> None:
     assert body["min_p"] == 0.1 and body["temperature"] == 0.0
     assert req.headers["Authorization"] == "Bearer sk-secret"
     assert "sk-secret" not in req.body.decode()
-
-
-def test_silent_stream_times_out_through_the_watchdog(sse_server: str) -> None:
-    """A stream that stops sending is cut after read_timeout (no per-read socket timeout is used)."""
-
-    tr = GeventTransport(sse_server, read_timeout_s=1.0)
-    frames = [[5, content("a")], [3000, content("b", finish="stop")]]  # 3 s of silence mid-stream
-    req = build_request(
-        api="chat",
-        model="m",
-        prompt="hi",
-        max_tokens=4,
-        extra_body={"llmload_test": {"mode": "raw", "frames": frames}},
-    )
-    rec = stream_request(tr, req, RequestRecord(target="t"))
-    # Cut in the 3 s of silence (else "b" would have come and the stream ended ok).
-    assert rec.status == "timeout" and rec.chunks == 1 and "client.read_timeout" in (rec.error or "")
-    # the pool is still usable after a cut stream
-    ok = stream_request(
-        tr, build_request(api="chat", model="m", prompt="hi", max_tokens=4), RequestRecord(target="t")
-    )
-    assert ok.status == "ok"
-
-
-def test_no_response_headers_times_out(sse_server: str) -> None:
-    key = __import__("uuid").uuid4().hex
-    tr = GeventTransport(sse_server, read_timeout_s=1.0)
-    spec = {
-        "mode": "stall",
-        "stall_key": key,
-        "stall_after_s": 0,
-        "stall_s": 5,
-        "n": 2,
-        "first_ms": 1,
-        "interval_ms": 1,
-    }
-    req = build_request(api="chat", model="m", prompt="hi", max_tokens=2, extra_body={"llmload_test": spec})
-    rec = stream_request(tr, req, RequestRecord(target="t"))
-    assert rec.status == "timeout" and "headers" in (rec.error or "")
-
-
-def _silence_case(sse_server: str, frames: list, *, read_s: float, first_s: float) -> RequestRecord:
-    tr = GeventTransport(sse_server, read_timeout_s=read_s, first_byte_timeout_s=first_s)
-    req = build_request(
-        api="chat",
-        model="m",
-        prompt="hi",
-        max_tokens=4,
-        extra_body={"llmload_test": {"mode": "raw", "frames": frames}},
-    )
-    rec = stream_request(tr, req, RequestRecord(target="t"))
-    tr.close()
-    return rec
-
-
-ROLE = ev({"id": "a", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
-
-
-def test_a_long_prefill_is_allowed_by_first_byte_timeout_not_read_timeout(sse_server: str) -> None:
-    """2.5 s before the first token (after the role chunk) is fine with first_byte_timeout 60 s,
-    although read_timeout (1 s) would cut the same silence mid-stream."""
-    frames = [[5, ROLE], [2500, content("a")], [10, content("b", finish="stop")], [1, "data: [DONE]\n\n"]]
-    rec = _silence_case(sse_server, frames, read_s=1.0, first_s=60.0)
-    assert rec.status == "ok" and rec.chunks == 2, rec.error
-    mid = [[5, ROLE], [5, content("a")], [2500, content("b", finish="stop")], [1, "data: [DONE]\n\n"]]
-    rec = _silence_case(sse_server, mid, read_s=1.0, first_s=60.0)
-    assert rec.status == "timeout" and rec.chunks == 1 and "client.read_timeout" in (rec.error or "")
-
-
-def test_no_first_token_within_first_byte_timeout(sse_server: str) -> None:
-    frames = [[5, ROLE], [2500, content("a", finish="stop")], [1, "data: [DONE]\n\n"]]
-    rec = _silence_case(sse_server, frames, read_s=60.0, first_s=1.0)
-    assert rec.status == "timeout" and rec.chunks == 0 and "client.first_byte_timeout" in (rec.error or ""), (
-        rec.error
-    )
