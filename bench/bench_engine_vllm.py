@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.engine_checks import counters, warm_up  # noqa: E402
 from tests.engines import start_vllm, tiny_model  # noqa: E402 - the same server the tests use
-from tests.test_engine_vllm import counters, warm_up  # noqa: E402
 
 
 def main() -> int:
@@ -48,12 +48,12 @@ def main() -> int:
                     f"load: {{users: {users}, max_requests: {args.requests}}}\n"
                     "client: {scrape_interval: 600s, loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
                 )
-                before = counters(server)
+                before = counters(server, "vllm")
                 cmd = [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out)]
                 subprocess.run(
                     cmd + ["--llm-quiet", "--no-reports"], cwd=ROOT, capture_output=True, check=True
                 )
-                after = counters(server)
+                after = counters(server, "vllm")
                 d = {k: after[k] - before[k] for k in before}
                 b = json.loads((out / "summary.json").read_text())["targets"]["vllm"]
                 rows.append((api, users, b, d))

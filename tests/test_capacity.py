@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -175,6 +176,26 @@ def test_capacity_of_two_simulated_engines(tmp_path: Path) -> None:
     assert ratio.better == "fast" and ratio.per_gpu and ratio.low and ratio.high
     assert ratio.low <= ratio.value <= ratio.high
     assert f"fast carries {ratio.value:.2f}x" in out.stdout
+    # both engines are llmload's simulator, and every page of the search says so (config/simulated.py)
+    sims = (
+        "fast: simulated engine (profile fast (inline))",
+        "slow: simulated engine (profile slow (inline))",
+    )
+    page = (tmp_path / "cap" / "capacity.html").read_text()
+    simulated = page.split('<p id="simulated"')[1].split("</p>")[0]
+    for text in (out.stdout, (tmp_path / "cap" / "capacity.md").read_text(), simulated):
+        assert all(s in text for s in sims), text[:2000]
+    # The page charts each target's p99s against load with the SLO line and its bracket shaded (from
+    # the capacity to the lowest load above it that failed), and links every probe's results
+    for t in (fast, slow):
+        svg = page.split(f'class="load-chart" data-target="{t.target}"')[1].split("</svg>")[0]
+        fails = [p.value for p in res.probes if p.target == t.target and "fail" in p.verdict]
+        first_fail = min(v for v in fails if v > t.capacity)  # type: ignore[operator]
+        assert f'class="capacity-bracket" data-low="{t.capacity:g}" data-high="{first_fail:g}"' in svg
+        assert 'class="slo-line" data-slo="ttft_p99_ms"' in svg
+    for p in res.probes:
+        assert p.ttft_p99_ms and p.itl_p99_ms and p.e2e_p99_ms
+        assert f'<a href="{quote(p.dir)}/">' in page and (tmp_path / "cap" / (p.dir + ".log")).exists()
     # Each probe's row is its own results directory's figures; a probe ended early never passed.
     salts = set()
     for p in res.probes:
@@ -253,5 +274,7 @@ def test_the_seed_scenario_searches_on_its_simulated_engines(tmp_path: Path) -> 
     assert {t.target for t in res.targets} == {"vllm-awq", "aphrodite-exl2"}
     for t in res.targets:
         assert t.bound == "at_least_max" and t.capacity == 8 and t.gpus == 2 and t.tokens_per_dollar
-    assert (tmp_path / "seed" / "capacity.html").read_text().count("<svg") == 1  # the probes' Pareto chart
+    page = (tmp_path / "seed" / "capacity.html").read_text()
+    assert page.count('<svg xmlns="http://www.w3.org/2000/svg" class="load-chart"') == 2  # one per target
+    assert page.count('id="pareto-chart"') == 1  # the probes' Pareto chart
     assert "## Decision summary" in (tmp_path / "seed" / "capacity.md").read_text()

@@ -1,5 +1,5 @@
 """The code's shape, checked: no import circles, every third-party module it imports declared and every
-declared one imported, and how many files one request passes through.
+declared one imported, short modules and functions, and how many files one request passes through.
 
 mypy --strict (pyproject.toml [tool.mypy]) runs in `make test` beside ruff; these are the two rules
 neither checks. Imports inside functions count: a lazy import is still a dependency.
@@ -42,6 +42,24 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
     return found
+
+
+MODULE_LINES_MAX = 350  # issue 26: one concept a module; past this it holds two
+FUNCTION_LINES_MAX = 60
+
+
+def test_modules_and_functions_are_short() -> None:
+    long = []
+    for name, path in modules().items():
+        text = path.read_text()
+        if len(text.splitlines()) > MODULE_LINES_MAX:
+            long.append(f"{name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > FUNCTION_LINES_MAX:
+                    long.append(f"{name}.{node.name}: {n} lines")
+    assert not long, f"over {MODULE_LINES_MAX} lines a module or {FUNCTION_LINES_MAX} a function: {long}"
 
 
 def test_no_import_circles() -> None:

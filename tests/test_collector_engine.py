@@ -79,6 +79,19 @@ def test_aphrodite_prefix() -> None:
     )  # wrong dialect finds nothing
 
 
+def test_aphrodite_0_24_1_recorded_from_the_real_server() -> None:
+    """Recorded from Aphrodite 0.24.1 on the CPU (tests/test_engine_aphrodite.py's server, two
+    requests): V1 names under the aphrodite: prefix, every figure of the vocabulary found."""
+    got = _norm("aphrodite_0_24_1.txt", "aphrodite")
+    assert set(got) == set(VOCABULARY)
+    assert all(raw.startswith("aphrodite:") for _, raw in got.values())
+    assert got["kv_cache_usage_ratio"][1] == "aphrodite:kv_cache_usage_perc"
+    assert got["itl_seconds_count"] == (6.0, "aphrodite:inter_token_latency_seconds_count")
+    # summed over finished_reason, "repetition" (an Aphrodite-only reason) included
+    assert got["requests_finished_total"] == (2.0, "aphrodite:request_success_total")
+    assert _values(got)["generation_tokens_total"] == 8.0
+
+
 def test_sglang() -> None:
     got = _values(_norm("sglang.txt", "sglang"))
     assert got == pytest.approx(

@@ -42,8 +42,10 @@ def test_locust_internals() -> None:
     from locust.event import EventHook
 
     v = locust.__version__
-    assert hasattr(runners, "MASTER_HEARTBEAT_TIMEOUT"), (
-        f"locust {v}: plugin.py sets MASTER_HEARTBEAT_TIMEOUT"
+    from locust.event import Events
+
+    assert "heartbeat_received" in Events.__annotations__, (
+        f"locust {v}: orphan.py watches the master's heartbeats (heartbeat_received)"
     )
     assert "reverse" in inspect.signature(EventHook.fire).parameters, (
         f"locust {v}: departure.py needs quitting fired in reverse order of registration"

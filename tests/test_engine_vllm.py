@@ -21,17 +21,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.engines import EngineServer, start_vllm, tiny_model
+from tests.engine_checks import check_every_figure, counters, deltas, records, run_llmload, warm_up
+from tests.engines import start_vllm, tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
-RATE_MARGIN_PCT = 3.0
-CLOCK_SLACK_MS = 1.0  # two clocks, one host: llmload's interval contains the server's
 
 pytestmark = [
     pytest.mark.integration,
@@ -47,97 +45,6 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield server, model
 
 
-def warm_up(server: EngineServer) -> None:
-    """A fresh server's first requests stall in its front-end (first chat template, detokenizer):
-    tokens then arrive all at once. Send a few of each API first, as a run's warm-up would."""
-    for path, body in (
-        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "warm up"}]}),
-        ("/v1/completions", {"prompt": "warm up"}),
-    ):
-        for _ in range(3):
-            data = json.dumps({"model": server.model, "max_tokens": 8, **body}).encode()
-            req = urllib.request.Request(
-                server.base_url + path, data=data, headers={"Content-Type": "application/json"}
-            )
-            urllib.request.urlopen(req, timeout=60).read()
-
-
-def counters(server: EngineServer) -> dict[str, float]:
-    """The server's counters and histogram sums, summed over label sets (vllm: names)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
-    want = {
-        "vllm:request_success_total",
-        "vllm:prompt_tokens_total",
-        "vllm:generation_tokens_total",
-        "vllm:time_to_first_token_seconds_sum",
-        "vllm:time_to_first_token_seconds_count",
-        "vllm:e2e_request_latency_seconds_sum",
-        "vllm:e2e_request_latency_seconds_count",
-    }
-    out = dict.fromkeys(want, 0.0)
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if s.name in want:
-                out[s.name] += s.value
-    return out
-
-
-def run(
-    tmp: Path,
-    server: EngineServer,
-    *,
-    api: str,
-    users: int,
-    ignore_eos: bool,
-    extra: str = "",
-    output_tokens: str = "{dist: uniform, min: 8, max: 40}",
-    silent_extra: str = "",
-    reports: bool = True,
-) -> Path:
-    """One target ``vllm`` (``extra`` added to its options); with ``silent_extra``, a second one,
-    ``silent``, on the same server with those options instead."""
-    scn = tmp / "s.yaml"
-    target = f"kind: vllm, base_url: '{server.base_url}', model: {server.model}, api: {api}"
-    silent = f"  - {{name: silent, {target}{silent_extra}}}\n" if silent_extra else ""
-    scn.write_text(
-        f"name: vllm-{api}-c{users}\n"
-        "targets:\n"
-        f"  - {{name: vllm, {target}{extra}}}\n"
-        f"{silent}"
-        "workload:\n"
-        f"  seed: {users * 7 + (1 if ignore_eos else 0)}\n"
-        "  input_tokens: {dist: uniform, min: 16, max: 48}\n"
-        f"  output_tokens: {output_tokens}\n"
-        f"  ignore_eos: {str(ignore_eos).lower()}\n"
-        f"load: {{users: {users}, max_requests: {max(8, 3 * users)}, stop_grace: 60s}}\n"
-        # Scrapes only before and after the load: each scrape of vLLM's /metrics stalled the CPU
-        # front-end's streams by 10-230 ms here, which would be load the test itself caused.
-        "client: {report_interval: 0.5s, scrape_interval: 600s, loop_lag_threshold_ms: 5000, "
-        "cpu_threshold_percent: 100}\n"
-    )
-    out = tmp / "results"
-    r = subprocess.run(
-        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--llm-quiet"]
-        + ([] if reports else ["--no-reports"]),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return out
-
-
-def lines(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines() if x.strip()]
-
-
-def near(client: float, server: float, pct: float) -> bool:
-    return abs(client - server) <= abs(server) * pct / 100.0
-
-
 @pytest.mark.parametrize("api", ["chat", "completions"])
 @pytest.mark.parametrize("users", [1, 4, 8])
 @pytest.mark.parametrize("ignore_eos", [True, False])
@@ -145,41 +52,13 @@ def test_every_figure_agrees_with_the_server(
     vllm: Any, tmp_path: Path, api: str, users: int, ignore_eos: bool
 ) -> None:
     server, _ = vllm
-    before = counters(server)
+    before = counters(server, "vllm")
     # The reports are rendered in one case of the twelve: they read summary.json, checked in each.
     reports = (api, users, ignore_eos) == ("chat", 4, True)
-    out = run(tmp_path, server, api=api, users=users, ignore_eos=ignore_eos, reports=reports)
-    after = counters(server)
-    d = {k: after[k] - before[k] for k in before}
-    recs = lines(out)
-    summary = json.loads((out / "summary.json").read_text())
-    block = summary["targets"]["vllm"]
-    assert recs and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs if r["status"] != "ok"]
-    assert len(recs) == d["vllm:request_success_total"] == block["requests"]["sent"]
-    assert sum(r["prompt_tokens"] for r in recs) == d["vllm:prompt_tokens_total"]
-    assert sum(r["output_tokens"] for r in recs) == d["vllm:generation_tokens_total"]
-    assert all(r["output_tokens_source"] == "usage" for r in recs)
-    # One chunk per token, empty text included; vLLM merges tokens into one chunk only when its
-    # front-end falls behind, so a chunk count can be short of usage but never above it.
-    assert all(0 < r["chunks"] <= r["output_tokens"] for r in recs)
-    if ignore_eos:
-        assert all(r["finish_reason"] == "length" for r in recs)
-    ttft_server = (
-        d["vllm:time_to_first_token_seconds_sum"] / d["vllm:time_to_first_token_seconds_count"] * 1e3
+    out = run_llmload(
+        tmp_path, server, kind="vllm", api=api, users=users, ignore_eos=ignore_eos, reports=reports
     )
-    e2e_server = d["vllm:e2e_request_latency_seconds_sum"] / d["vllm:e2e_request_latency_seconds_count"] * 1e3
-    ttft = block["latency_ms"]["ttft"]["mean"]
-    e2e = block["latency_ms"]["e2e"]["mean"]
-    assert ttft >= ttft_server - CLOCK_SLACK_MS, (ttft, ttft_server)
-    assert e2e >= e2e_server - CLOCK_SLACK_MS, (e2e, e2e_server)
-    tp = block["throughput"]
-    server_rate = d["vllm:generation_tokens_total"] / tp["window_s"]
-    assert near(tp["output_tok_s"], server_rate, RATE_MARGIN_PCT), (tp, server_rate)
-    # llmload's own reading of the server (the report's agreement section) says the same.
-    rows = {r["figure"]: r for r in block["server_agreement"]["rows"]}
-    assert rows["requests"]["server"] == d["vllm:request_success_total"]
-    assert rows["output tokens"]["server"] == d["vllm:generation_tokens_total"]
-    assert rows["output tok/s"]["verdict"] == "agrees", rows["output tok/s"]
+    check_every_figure(out, deltas(server, "vllm", before), "vllm", ignore_eos=ignore_eos)
     assert (out / "report.md").is_file() == reports
     if reports:
         assert "Agreement with the server's counters" in (out / "report.md").read_text()
@@ -196,10 +75,11 @@ def test_token_chunks_without_usage_count_every_token(vllm: Any, tmp_path: Path)
     added = json.loads((model / "tokenizer.json").read_text())["added_tokens"]
     skipped = next(t["id"] for t in added if t["content"] == "<|user|>" and t["special"])
     usage_off = ", extra_body: {stream_options: {include_usage: false}"
-    before = counters(server)
-    out = run(
+    before = counters(server, "vllm")
+    out = run_llmload(
         tmp_path,
         server,
+        kind="vllm",
         api="chat",
         users=4,
         ignore_eos=True,
@@ -207,8 +87,8 @@ def test_token_chunks_without_usage_count_every_token(vllm: Any, tmp_path: Path)
         silent_extra=f"{usage_off}, allowed_token_ids: [{skipped}]}}",
         output_tokens="24",
     )
-    d = counters(server)["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
-    recs = lines(out)
+    d = counters(server, "vllm")["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
+    recs = records(out)
     assert {r["target"] for r in recs} == {"vllm", "silent"}
     assert all(r["status"] == "ok" and r["output_tokens_source"] == "chunks" for r in recs)
     assert all(r["output_tokens_approx"] and r["output_tokens"] == r["chunks"] for r in recs)
@@ -243,7 +123,7 @@ def test_prompts_sized_by_the_tokenizer(vllm: Any, tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    recs = lines(out)
+    recs = records(out)
     completions = [x for x in recs if x["target"] == "c"]
     assert completions and all(x["prompt_tokens_client"] == 24 for x in recs)
     special = completions[0]["prompt_tokens"] - 24  # a BOS token, if the tokenizer adds one

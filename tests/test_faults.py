@@ -123,6 +123,18 @@ BEHAVIOURS: dict[str, tuple[dict[str, Any], str, str]] = {
         "empty",
         "no token",
     ),
+    "reasoning spent the budget": (
+        raw(
+            [
+                [1, ROLE],
+                [1, tok("th", key="reasoning_content")],
+                [1, tok("ink", "length", "reasoning_content")],
+                [1, DONE],
+            ]
+        ),
+        "no_answer",
+        "no answer token",
+    ),
     "keep-alive comments": (
         raw(
             [[1, ": ping\n\n"], [1, ROLE], [1, ": ping\n\n"], [1, tok("a")], [1, tok("b", "stop")], [1, DONE]]

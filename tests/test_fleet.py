@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from llmload.locust.drain import MSG_ABORT, MSG_DRAIN, Drain, stop_condition
-from llmload.locust.fleet import WORKER_LOST_AFTER_S, Fleet
+from llmload.locust.fleet import FROZEN_S, WORKER_LOST_AFTER_S, Fleet
 from llmload.measure.records import RequestRecord
 from llmload.measure.runstate import Aggregator, Collector
 from llmload.results.run_outcome import RunOutcome
@@ -61,17 +61,34 @@ def test_a_lost_workers_reports_no_longer_count() -> None:
     assert not fleet.reported("w1") and outcome.lost("w1") and not outcome.lost("w2")
 
 
-def test_missing_or_silent_workers_are_counted_out_once() -> None:
+def test_silent_or_dropped_workers_are_counted_out_once() -> None:
     fleet, agg, outcome, _ = _fleet()
     fleet.assign(["w1", "w2", "w3"])
     now = max(fleet.last_seen.values())
     runner = SimpleNamespace(
         clients={"w1": SimpleNamespace(state="running"), "w2": SimpleNamespace(state="missing")}
     )
-    fleet.check(now, runner)  # w2: Locust says missing; w3: Locust no longer knows it
-    assert sorted(w.worker for w in outcome.lost_workers) == ["w2", "w3"]
-    fleet.check(now + WORKER_LOST_AFTER_S + 1, runner)  # w1 silent too long; w2, w3 not again
-    assert sorted(w.worker for w in outcome.lost_workers) == ["w1", "w2", "w3"]
+    fleet.check(now, runner)  # w3: Locust no longer knows it; w2 is only "missing" (heartbeats late)
+    assert [w.worker for w in outcome.lost_workers] == ["w3"]
+    for s in range(1, int(WORKER_LOST_AFTER_S) + 2):  # a tick a second: w2 reports on, w1 is silent
+        fleet.last_seen["w2"] = now + s
+        fleet.check(now + s, runner)
+    assert sorted(w.worker for w in outcome.lost_workers) == ["w1", "w3"]
+
+
+def test_a_frozen_master_does_not_count_out_the_workers_it_has_not_read() -> None:
+    fleet, agg, outcome, _ = _fleet()
+    fleet.assign(["w1"])
+    now = max(fleet.last_seen.values())
+    runner = SimpleNamespace(clients={"w1": SimpleNamespace(state="running")})
+    fleet.check(now, runner)
+    frozen = WORKER_LOST_AFTER_S + FROZEN_S  # the master's own ticks stopped: w1's reports wait unread
+    fleet.check(now + frozen, runner)
+    fleet.check(now + frozen + 1, runner)
+    assert not outcome.lost_workers
+    for s in range(2, int(WORKER_LOST_AFTER_S) + 3):  # awake again, and w1 silent for real
+        fleet.check(now + frozen + s, runner)
+    assert [w.worker for w in outcome.lost_workers] == ["w1"]
 
 
 def test_a_worker_that_leaves_while_the_run_stops_is_no_loss() -> None:
@@ -145,3 +162,14 @@ def test_stop_conditions_name_their_threshold() -> None:
     assert stop_condition(sc.load, agg, TARGETS) == "failure ratio 100.0% above 50.0%"
     sc = parse_scenario("targets: [{name: a, kind: sim, sim: {profile: test-fast-a}}]\n")
     assert stop_condition(sc.load, agg, TARGETS) is None
+
+
+def test_a_worker_keeps_the_generation_it_was_given_so_a_resend_is_the_same_run() -> None:
+    """A worker that asks again (its handlers were registered after the first message: distribution's
+    MSG_WANT) gets the slot and generation it was given, which its duplicate check compares."""
+    fleet, _, _, _ = _fleet()
+    fleet.assign(["w1", "w2"])
+    fleet.lose("w2", 100.0, "stopped reporting")
+    fleet.assign(["w1", "w2", "w3"])
+    assert fleet.given == {"w1": 0, "w2": 0, "w3": 1}
+    assert fleet.slots == {"w1": 0, "w2": 1, "w3": 1}

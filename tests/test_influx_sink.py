@@ -175,7 +175,15 @@ def test_v2_write_to_victoria_metrics(tmp_path: Path) -> None:
             sink.request(rec, {"target": "t", "kind": "vllm", "model": "m"})
         sink.event("start", "hello")
         stats = sink.close(timeout_s=10)
-        assert stats == {"written": n + 1, "spooled": 0, "dropped": 0, "spool_dir": str(tmp_path / "spool")}
+        assert stats == {
+            "written": n + 1,
+            "spooled": 0,
+            "resent": 0,
+            "replayed": 0,
+            "remaining": 0,
+            "dropped": 0,
+            "spool_dir": str(tmp_path / "spool"),
+        }
         series = vm.export('{__name__="llm_request_ttft_ms"}')
         assert len(series) == 1
         labels = series[0]["metric"]
@@ -192,9 +200,7 @@ def test_v2_write_to_victoria_metrics(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_outage_spools_then_replay_restores_every_point(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_outage_spools_then_catches_up_by_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with influxdb_server(tmp_path) as influx:
         influx.create_database("llmload")
         cfg = InfluxConfig(
@@ -221,26 +227,45 @@ def test_outage_spools_then_replay_restores_every_point(
         assert stats["spooled"] > 0, stats  # the outage's points were spooled, not dropped
         assert stats["written"] > 0 and stats["dropped"] == 0
         assert stats["written"] + stats["spooled"] == stats["requests"] + stats["intervals"] + 2
+        # ... and re-sent by the greenlet writer itself once the server answered: no replay.
+        assert stats["resent"] == stats["spooled"] and stats["remaining"] == 0, stats
         assert stats["close_s"] < 5.0 + 2.0  # close() kept its time limit (5 s, plus slack for a busy host)
-        assert "spooling" in err  # one clear log line about the outage
+        assert "spooling" in err and "accepts writes again; re-sending" in err  # one line each way
         spool = results / "influx-spool"
-        assert pending_files(spool)
-        stored_before = influx.count("llm_request", "index", "llmload")
-        assert stored_before < 5000
-
-        # Replay (the destination comes from the spool's target.json; no option needed).
-        assert influx_cli.main(["replay", str(results)]) == 0
-        out = capsys.readouterr().out
-        assert f"replayed {stats['spooled']} points" in out and "remaining 0 points" in out
+        assert not pending_files(spool) and len(list((spool / "replayed").glob("*.lp"))) > 0
         assert influx.count("llm_request", "index", "llmload") == 5000
         assert len(influx.query("SELECT requests FROM llm_interval", db="llmload")) == stats["intervals"]
-        assert not pending_files(spool)
-
-        # A second replay writes nothing twice.
-        assert influx_cli.main(["replay", str(spool)]) == 0
-        assert "replayed 0 points" in capsys.readouterr().out
-        assert influx.count("llm_request", "index", "llmload") == 5000
+        # A replay afterwards writes nothing twice.
+        assert influx_cli.main(["replay", str(results)]) == 0
+        out = capsys.readouterr().out
+        assert "replayed 0 points" in out
         _assert_no_secret(results, err, out)
+
+
+@pytest.mark.integration
+def test_server_down_at_close_spools_then_replay_restores_every_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with influxdb_server(tmp_path) as influx:
+        influx.create_database("llmload")
+        cfg = InfluxConfig(url=influx.url, database="llmload", batch_size=100, max_retries=0, timeout_s=1.0)
+        influx.stop()
+        sink = InfluxSink(cfg, run_id="r", spool_dir=tmp_path / "influx-spool")
+        sink.start()
+        for i in range(1000):
+            sink.request(
+                RequestRecord(target="t", index=i, start_time=1764676805 + i * 0.01), {"target": "t"}
+            )
+        stats = sink.close(timeout_s=5)  # the server is down: close returns without catching up
+        assert stats["written"] == 0 and stats["resent"] == 0
+        assert stats["spooled"] == stats["remaining"] == 1000, stats
+        influx.start()
+        assert influx_cli.main(["replay", str(tmp_path)]) == 0
+        assert "replayed 1000 points" in capsys.readouterr().out
+        assert influx.count("llm_request", "index", "llmload") == 1000
+        assert not pending_files(tmp_path / "influx-spool")
+        assert influx_cli.main(["replay", str(tmp_path / "influx-spool")]) == 0  # a second replay: nothing
+        assert "replayed 0 points" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # about 8 s: the replay retries the silent server with its back-off

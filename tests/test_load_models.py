@@ -304,6 +304,18 @@ def test_request_bounded_steps_end_after_a_warm_up_and_send_at_their_rate(
     levels = {x["level"]: x["targets"]["a"] for x in summary["levels"]}
     warm = [x for x in lines if x["level"] == "warmup"]
     assert warm and levels["rate=20"]["requests"]["sent"] == 60 - len(warm)
+    # The level's time starts where its requests do: at the end of the warm-up the requests were
+    # labelled by (the run's start + warmup), not 0.1 s later at the open loop's step start (which
+    # counted that 0.1 s of requests in the level but not in its time: sent/s above the asked rate)
+    ends = summary["run"]["measure_start"]
+    first = summary["run"]["steps"][0]
+    assert (
+        max(x["intended_time"] for x in warm)
+        < ends
+        <= min(x["intended_time"] for x in lines if x["level"] == "rate=20")
+    )
+    span = min(first["end"], first["start"] + first["planned_s"]) - ends
+    assert levels["rate=20"]["rate"]["level_duration_s"] == pytest.approx(span, abs=0.002)
     assert levels["rate=30"]["requests"]["sent"] == 60 and levels["c=2"]["requests"]["sent"] == 30
     # a request-bounded open loop spreads exactly its count over count / rate seconds: its rate
     # is the one asked for (measured after the warm-up for the first level)

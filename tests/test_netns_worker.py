@@ -3,7 +3,8 @@
 Two hosts on this machine: a network namespace the test creates, joined to this one by a veth pair
 (iproute2, as root). The master, the simulated engine and one worker stay here; the other worker
 runs inside the namespace and reaches both over the veth link. `ip link set ... down` cuts that
-host off mid-run; bringing it back up later must not add what was already counted or lost.
+host off mid-run; bringing it back up later must not add what was already counted or lost. The
+cut-off worker hears no heartbeat from its master: it stops, spools its records and exits 5.
 Without root or iproute2 the test skips (fails when CI=true).
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from llmload.base.exitcodes import EXIT_MASTER_LOST
 from tests.conftest import ROOT, start_port_file_process, stop_process
 from tests.netns import Hosts, make_hosts
 from tests.servers import free_port
@@ -93,12 +95,17 @@ def test_a_worker_host_cut_off_mid_run_is_detected_and_nothing_is_counted_twice(
             assert master.poll() is None and time.monotonic() < lost_seen, "the cut worker was not detected"
             time.sleep(0.5)
         hosts.restore()  # the host comes back while the run goes on
+        orphan_rc = there.wait(30)  # it gave its master up within seconds of the cut (orphan.py)
         rc = master.wait(120)
     finally:
         for p in (master, here, there, sim):
             stop_process(p)
     log = (tmp_path / "master.log").read_text()
-    assert rc == 3, log[-3000:]  # a lost worker makes the run invalid without --allow-worker-loss
+    assert rc == 3, log[-3000:]
+    there_log = (tmp_path / "w-there.log").read_text()
+    assert orphan_rc == EXIT_MASTER_LOST and "is gone: no heartbeat" in there_log, there_log[
+        -2000:
+    ]  # a lost worker makes the run invalid without --allow-worker-loss
     summary = json.loads((out / "summary.json").read_text())
     run = summary["run"]
     assert run["status"] == "degraded" and len(run["lost_workers"]) == 1
@@ -115,3 +122,6 @@ def test_a_worker_host_cut_off_mid_run_is_detected_and_nothing_is_counted_twice(
     # (a scenario sent to it again would have replaced the run its users issue on).
     assert any(x["worker"] != lost["worker"] and x["start_time"] > lost["t"] for x in lines)
     assert "verdict: degraded" in log
+    # Its records, spooled into the results directory (the same disk here), hold what it never reported.
+    spooled = [json.loads(x) for f in (out / "orphans").glob("*.jsonl") for x in f.read_text().splitlines()]
+    assert spooled and {x["worker"] for x in spooled} == {lost["worker"]}

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from llmload.report.charts import PALETTE
 from llmload.report.html import build_html
+from llmload.report.palette import PALETTE
 from tests.conftest import ARTIFACTS, CHROME_ARGS, CHROMIUM
 from tests.required import missing
 from tests.synth import SynthLevel, SynthTarget, write_results_dir

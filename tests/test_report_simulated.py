@@ -1,5 +1,6 @@
 """Every surface says which targets ran on llmload's simulator (issue 29 item 4): report.html,
-report.md, junit.xml, compare (text, markdown, json) and the capacity page, from report/simulated.py."""
+report.md, junit.xml, compare (text, markdown, json), the capacity page, the terminal's table and its
+"who wins" line, from config/simulated.py (the web UI's table and status line: tests/test_webui.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from llmload.capacity.outcome import CapacityResult, TargetCapacity, render_text
-from llmload.capacity.page import render_html as capacity_html
 from llmload.capacity.page import render_markdown as capacity_md
+from llmload.capacity.page_html import render_html as capacity_html
 from llmload.config.scenario import Scenario
+from llmload.config.simulated import simulated_targets
 from llmload.report import build_html, compare_runs, compare_targets, render_junit, render_markdown
-from llmload.report.simulated import simulated_targets
+from llmload.report.decision import DecisionRow, who_wins_line
+from llmload.report.outputs import write_all
+from llmload.schema.results_model import Summary
+from llmload.sinks.terminal import render_table
 from tests.synth import SynthTarget, write_results_dir
 
 PROFILE = "vllm-awq-llama3-70b-2x-rtx6000ada"
@@ -68,6 +73,38 @@ def test_compare_labels_the_simulated_side(mixed: Path, tmp_path: Path) -> None:
     assert "simulated" not in compare_runs(real, real, resamples=200).to_text()
 
 
+def _table(d: Path) -> list[str]:
+    return render_table(Summary.model_validate(json.loads((d / "summary.json").read_text()))).splitlines()
+
+
+def test_the_terminal_table_marks_the_simulated_target_and_names_its_profile(
+    mixed: Path, tmp_path: Path
+) -> None:
+    lines = _table(mixed)
+    cells = {ln.split()[0] for ln in lines[2:4]}
+    assert cells == {"sim-a*", "real-b"}  # the simulated one marked, the real one as it is
+    (note,) = [ln for ln in lines if ln.startswith("* ")]
+    assert f"sim-a: simulated engine (profile {PROFILE})" in note and "real-b" not in note
+    real = write_results_dir(
+        tmp_path / "real", [SynthTarget("real-b", kind="vllm", recorded=REAL)], requests_per_target=40
+    )
+    assert not any("*" in ln or "simulated" in ln for ln in _table(real))
+
+
+def _row(leader: str, runner_up: str) -> DecisionRow:
+    return DecisionRow("output tok/s", "tok/s", False, leader, 200.0, runner_up, 100.0, 50.0, 150.0)
+
+
+def test_the_who_wins_line_says_when_the_engines_were_simulated(mixed: Path) -> None:
+    rows = [_row("a", "b")]
+    assert who_wins_line(rows, {"a", "b"}) == "who wins (simulated engines): a wins output tok/s (2.00x)"
+    assert who_wins_line(rows, {"b", "c"}) == "who wins (simulated: b): a wins output tok/s (2.00x)"
+    assert who_wins_line(rows, set()) == "who wins: a wins output tok/s (2.00x)"
+    assert who_wins_line([], {"a"}) == ""  # one target: no line
+    # the line a finished run prints (locust/conclude.py), from its reports
+    assert write_all(mixed).who_wins.startswith("who wins (simulated: sim-a): ")
+
+
 def test_a_stand_in_says_which_engine_it_replaced() -> None:
     sc = Scenario.model_validate(
         {
@@ -100,8 +137,10 @@ def test_capacity_pages_name_the_simulated_target() -> None:
 @pytest.mark.integration
 def test_a_run_on_the_simulator_says_so_and_its_ttft_agrees_with_the_simulators(tmp_path: Path) -> None:
     """A real run of the quickstart's two simulators: the header names each profile, and the
-    simulator's time_to_first_token histogram (from the request's arrival) agrees with llmload's TTFT
-    mean within the agreement's margin (5 % or 5 ms): only the trip between the processes is between them."""
+    simulator's time_to_first_token histogram counts from the request's arrival (its kernel receive
+    stamp, sim/arrival.py), as llmload's TTFT does: its gap to llmload's mean is the E2E gap (the trip
+    between the processes), within 5 % or 5 ms. That the stamp takes in the time a request waits in a
+    busy simulator's socket is shown with a stall of known length in tests/test_sim_arrival.py."""
     import subprocess
     import sys
 
@@ -123,6 +162,11 @@ def test_a_run_on_the_simulator_says_so_and_its_ttft_agrees_with_the_simulators(
     summary = json.loads((out / "summary.json").read_text())
     for name, block in summary["targets"].items():
         rows = {r["figure"]: r for r in block["server_agreement"]["rows"]}
-        ttft = rows["TTFT mean"]
-        assert ttft["verdict"] == "agrees", (name, ttft)
-        assert abs(ttft["client"] - ttft["server"]) <= max(5.0, 0.05 * ttft["server"]), (name, ttft)
+        ttft, e2e = rows["TTFT mean"], rows["E2E mean"]
+        # Both count from the request's arrival, so TTFT's gap is E2E's gap: the trip between the
+        # processes (on a quiet host a few ms, so the table says "agrees"; a busy host widens both
+        # gaps alike, which is why the gaps are compared and not the verdict). A simulator stamping
+        # TTFT from admission would put its queueing time into TTFT's gap alone.
+        ttft_gap, e2e_gap = ttft["client"] - ttft["server"], e2e["client"] - e2e["server"]
+        assert ttft_gap >= -1.0 and e2e_gap >= -1.0, (name, ttft, e2e)
+        assert abs(ttft_gap - e2e_gap) <= max(5.0, 0.05 * ttft["server"]), (name, ttft, e2e)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.config.scenario import load_scenario, parse_scenario
+from llmload.config.scenario import Scenario, load_scenario, parse_scenario
 from llmload.config.yamlsrc import InputError
 from tests.cli_inprocess import CliResult, call_cli
 
@@ -193,3 +193,36 @@ def test_the_fields_of_each_kind_are_accepted() -> None:
     ):
         sc = parse_scenario(base + f"workload: {workload}\n", "w.yaml")
         assert sc.workload.kind in workload
+
+
+@pytest.mark.parametrize(
+    ("workload", "line", "expected"),
+    [
+        ("seed: 1\n  kind: bogus", 4, "workload.kind: must be one of synthetic, jsonl, sharegpt"),
+        ("kind: jsonl", 2, "workload.path: required field is missing"),
+        ("kind: trace\n  speedup: 2", 2, "workload.path: required field is missing"),
+    ],
+)
+def test_a_workload_kind_that_names_no_model_or_lacks_its_file_is_one_line(
+    workload: str, line: int, expected: str
+) -> None:
+    text = f"targets: [{{name: a, kind: sim, sim: {{profile: test-fast-a}}}}]\nworkload:\n  {workload}\n"
+    with pytest.raises(InputError) as e:
+        parse_scenario(text, "w.yaml")
+    assert str(e.value).startswith(f"w.yaml:{line}: {expected}"), str(e.value)
+    assert "more)" not in str(e.value)
+
+
+def test_each_workload_kind_is_its_own_model_and_round_trips() -> None:
+    """The workload is a union by kind: the chosen kind's model holds only its fields, and the
+    dumped scenario validates to the same model again (a worker re-reads it that way)."""
+    base = "targets: [{name: a, kind: sim, sim: {profile: test-fast-a}}]\n"
+    seen = set()
+    for workload in ("{}", "{kind: prefix}", "{kind: multiturn, turns: 2}", "{kind: sharegpt, path: d.json}"):
+        sc = parse_scenario(base + f"workload: {workload}\n", "w.yaml")
+        again = Scenario.model_validate(sc.model_dump())
+        assert type(again.workload) is type(sc.workload)
+        assert again.workload == sc.workload
+        seen.add(type(sc.workload).__name__)
+        assert len({"turns", "prefix_groups", "speedup"} & set(type(sc.workload).model_fields)) <= 1
+    assert len(seen) == 4

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, TOLERANT_CLIENT
+from tests.conftest import ROOT, TOLERANT_CLIENT, counted_scenario
 from tests.servers import free_port
 
 STARTED_TIMEOUT_S = 90.0
@@ -238,14 +238,8 @@ def test_sigterm_to_one_worker_reports_its_streams_before_it_leaves(tmp_path: Pa
     out, mlog = tmp_path / "r", tmp_path / "master.log"
     key = uuid.uuid4().hex
     spec = {"mode": "timed", "n": 40, "first_ms": 5, "interval_ms": 50}  # 2 s streams
-    body = json.dumps({"llmload_test": {"mode": "cycle", "key": key, "specs": [spec]}})
-    scn = tmp_path / "s.yaml"
-    scn.write_text(
-        f"{TOLERANT_CLIENT}\n"
-        f"targets:\n  - name: slow\n    kind: openai\n    base_url: '{sse_server}'\n    model: test-model\n"
-        f"    extra_body: {body}\n"
-        "load: {users: 4, duration: 16s, warmup: 0s, stop_grace: 60s}\n"
-    )
+    load = "{users: 4, duration: 16s, warmup: 0s, stop_grace: 60s}"
+    scn = counted_scenario(tmp_path / "s.yaml", sse_server, key, spec, load, name="slow")
     port = free_port()
     master = start(
         "run",
@@ -290,3 +284,53 @@ def test_sigterm_to_one_worker_reports_its_streams_before_it_leaves(tmp_path: Pa
         f"server received {tally['received']}, records {len(lines)}, the leaving worker's {len(gone)} all ok"
     )
     assert tally["received"] == len(lines) == summary["targets"]["slow"]["requests"]["sent"]
+
+
+def wait_for_text(results: Path, text: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTED_TIMEOUT_S
+    events = results / "events.jsonl"
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        if events.exists() and text in events.read_text():
+            return
+        time.sleep(0.02)
+    proc.kill()
+    raise AssertionError(f"no event saying {text!r}:\n{log.read_text()[-3000:]}")
+
+
+def test_sigterm_twice_while_the_results_are_written_finishes_them_and_exits_143(
+    tmp_path: Path, sse_server: str
+) -> None:
+    """Locust's own SIGTERM handler exited 0 mid-write: no reports, a summary without its code (issue 30)."""
+    out, log = tmp_path / "r", tmp_path / "log"
+    scn = scenario(tmp_path, sse_server, stream_s=0.2, users=2)
+    scn.write_text(scn.read_text().replace("duration: 120s", "duration: 2s"))
+    proc = start("run", str(scn), "--results", str(out), log=log)
+    wait_for_text(out, "run finished", proc, log)  # the load has ended: the write has begun
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    rc, text = finished(proc, log)
+    assert rc == 143, text[-3000:]
+    assert "Traceback" not in text
+    summary, lines, _ = results_of(out)
+    run = summary["run"]
+    assert run["exit_code"] == 143 and "SIGTERM while writing the results: exit 143" in run["verdict"]
+    assert run["status"] == "ok" and summary["targets"]["slow"]["requests"]["ok"] == len(lines) > 0
+    assert all((out / f).exists() for f in ("report.html", "report.md", "junit.xml"))
+
+
+def test_sigterm_while_draining_after_the_plan_says_the_plan_completed(
+    tmp_path: Path, sse_server: str
+) -> None:
+    out, log = tmp_path / "r", tmp_path / "log"
+    scn = scenario(tmp_path, sse_server, stream_s=4.0, users=2)
+    scn.write_text(scn.read_text().replace("duration: 120s", "duration: 1s"))
+    proc = start("run", str(scn), "--results", str(out), "--no-reports", log=log)
+    wait_for_text(out, "load stopped: plan complete", proc, log)
+    proc.send_signal(signal.SIGTERM)
+    rc, text = finished(proc, log)
+    assert rc == 143, text[-3000:]
+    reasons = results_of(out)[0]["run"]["reasons"]
+    assert any("while in-flight streams drained after the plan completed" in r for r in reasons), reasons
+    assert not any("before the plan's end" in r for r in reasons), reasons

@@ -13,6 +13,8 @@ import os
 import statistics
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import gevent
@@ -34,21 +36,40 @@ pytestmark = pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps
 
 BLOCK_S = 0.3  # the event loop is blocked this long, from 10 ms after the send
 FIRST_MS = 40  # the first token is written while the loop is blocked (a server late by 270 ms is not)
+MIN_WAIT_MS = 20.0  # a try counts when its first chunk waited this long for the blocked loop
+TRIES = 10
 
 
-def first_chunk_error_ms(
-    base_url: str, *, kernel: bool, with_headers: bool = False
-) -> tuple[float, ReadStamps]:
-    """Client stamp minus server send time of the first content chunk, with the loop blocked."""
+@dataclass
+class Blocked:
+    error_ms: float  # the client's stamp of the first content chunk minus the server's send time
+    waited_ms: float  # the loop's unblocking minus the server's send time: how late any read was
+    stamps: ReadStamps
+
+
+def first_chunk_error_ms(base_url: str, *, kernel: bool, with_headers: bool = False) -> Blocked:
+    """The first content chunk, sent while the client's loop was blocked (a busy host may delay the
+    server past the block: such a try is made again, up to ``TRIES`` times)."""
+    for _ in range(TRIES):
+        b = _first_chunk(base_url, kernel=kernel, with_headers=with_headers)
+        if b.waited_ms >= MIN_WAIT_MS:
+            return b
+    pytest.fail(f"in {TRIES} tries the server never wrote its first chunk while the loop was blocked")
+
+
+def _first_chunk(base_url: str, *, kernel: bool, with_headers: bool) -> Blocked:
     stamps = ReadStamps()
     tr = GeventTransport(base_url, stamps=stamps, kernel_stamps=kernel)
     spec = {"mode": "timed", "n": 2, "first_ms": FIRST_MS, "interval_ms": 600, "with_headers": with_headers}
     req = build_request(api="chat", model="m", prompt="hi", max_tokens=4, extra_body={"llmload_test": spec})
     blocking_sleep = gevent.monkey.get_original("time", "sleep")
 
+    unblocked: list[float] = []
+
     def block_the_loop() -> None:
         gevent.sleep(0.01)
         blocking_sleep(BLOCK_S)  # no switch: every greenlet, the reader included, waits
+        unblocked.append(time.perf_counter())
 
     blocker = gevent.spawn(block_the_loop)
     resp = tr.send(req.method, req.path, req.headers, req.body)
@@ -59,7 +80,7 @@ def first_chunk_error_ms(
                 if line.startswith(b"data: {") and b'"content"' in line:
                     obj = json.loads(line[6:])
                     if obj["choices"][0]["delta"].get("content") and "x_ts" in obj:
-                        found = (t - obj["x_ts"]) * 1000.0
+                        found, sent = (t - obj["x_ts"]) * 1000.0, obj["x_ts"]
                         break
             if found is not None:
                 break
@@ -68,27 +89,26 @@ def first_chunk_error_ms(
         blocker.join()
         tr.close()
     assert found is not None, "no content chunk with x_ts"
-    return found, stamps
+    return Blocked(found, (unblocked[0] - sent) * 1000.0, stamps)
 
 
 def test_kernel_stamps_see_through_a_blocked_event_loop(sse_server: str) -> None:
     kernel, user = [], []
     for _ in range(3):
-        err, st = first_chunk_error_ms(sse_server, kernel=True)
-        kernel.append(err)
-        assert st.source == "kernel" and st.kernel_reads >= 1
-        # the read came about (BLOCK_S + 10 ms - FIRST_MS) late: measured as client delay
-        assert st.delay.summary_ms()["max"] >= 0.5 * (BLOCK_S * 1000 + 10 - FIRST_MS)
-        err, st = first_chunk_error_ms(sse_server, kernel=False)
-        user.append(err)
-        assert st.source == "user" and st.kernel_reads == 0 and st.delay.count == 0
-    # the user-space stamp counts the blocked loop as server time; the kernel's does not
-    assert min(user) >= 0.5 * (BLOCK_S * 1000 + 10 - FIRST_MS), user
+        b = first_chunk_error_ms(sse_server, kernel=True)
+        kernel.append(b.error_ms)
+        assert b.stamps.source == "kernel" and b.stamps.kernel_reads >= 1
+        # the read came once the loop was free: that lateness is measured as client delay
+        assert b.stamps.delay.summary_ms()["max"] >= b.waited_ms - b.error_ms - 0.01
+        b = first_chunk_error_ms(sse_server, kernel=False)
+        user.append(b.error_ms)
+        assert b.stamps.source == "user" and b.stamps.kernel_reads == 0 and b.stamps.delay.count == 0
+        # the user-space stamp counts the blocked loop as server time; the kernel's does not
+        assert b.error_ms >= b.waited_ms - 0.01, (b.error_ms, b.waited_ms)
     # within 1 ms of the server's write (the best of three: a server preempted between taking its
     # stamp and writing is late on its own side), and a tenth of the user-space error at most
     assert min(abs(e) for e in kernel) <= 1.0, kernel
     assert statistics.median(kernel) <= 0.1 * statistics.median(user), (kernel, user)
-    assert max(abs(e) for e in kernel) < min(user), (kernel, user)
 
 
 def test_a_first_token_sent_with_the_headers_keeps_its_kernel_stamp(sse_server: str) -> None:
@@ -96,10 +116,10 @@ def test_a_first_token_sent_with_the_headers_keeps_its_kernel_stamp(sse_server: 
     loop is blocked: geventhttpclient reads them, and the token still gets the kernel's stamp."""
     errors = []
     for _ in range(3):
-        err, st = first_chunk_error_ms(sse_server, kernel=True, with_headers=True)
-        errors.append(err)
-        assert st.user_reads == 0 and st.kernel_reads >= 1, st
-        assert st.delay.summary_ms()["max"] >= 0.5 * (BLOCK_S * 1000 + 10 - FIRST_MS)
+        b = first_chunk_error_ms(sse_server, kernel=True, with_headers=True)
+        errors.append(b.error_ms)
+        assert b.stamps.user_reads == 0 and b.stamps.kernel_reads >= 1, b.stamps
+        assert b.stamps.delay.summary_ms()["max"] >= b.waited_ms - b.error_ms - 0.01
     assert min(abs(e) for e in errors) <= 1.0, errors
     # Through the stream client: the first token's read is counted as kernel-stamped
     stamps = ReadStamps()

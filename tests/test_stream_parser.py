@@ -77,6 +77,16 @@ STREAMS: dict[str, bytes] = {
         chunk(None, reasoning_content="ing"),
         chunk("answer", finish="stop"),
     ),
+    "reasoning-no-answer": sse(
+        chunk(None, role="assistant"),
+        chunk(None, reasoning_content="th"),
+        chunk(None, reasoning_content="ink", finish="length"),
+        {
+            "id": "x",
+            "choices": [],
+            "usage": {**USAGE, "completion_tokens": 2, "completion_tokens_details": {"reasoning_tokens": 2}},
+        },
+    ),
     "error-after-200": sse(chunk("a"), {"error": {"message": "engine died", "code": 500}}, done=False),
     "no-done-no-finish": sse(chunk("a"), chunk("b"), done=False),
     "malformed-json": sse(chunk("a")).replace(b"[DONE]", b"{not json"),
@@ -104,6 +114,8 @@ def outcome(rec: RequestRecord) -> dict[str, Any]:
         "empty_chunks",
         "prompt_tokens",
         "output_tokens_source",
+        "reasoning_tokens",
+        "answer_tokens",
     )
     return {k: d.get(k) for k in keep}
 
@@ -131,6 +143,8 @@ def test_the_quirks_read_as_documented() -> None:
     assert got["llamacpp-no-space-content-null"]["status"] == "ok"
     assert got["crlf"]["status"] == "ok" and got["crlf"]["chunks"] == 3
     assert got["reasoning-first"]["status"] == "ok"
+    assert (got["reasoning-first"]["reasoning_tokens"], got["reasoning-first"]["answer_tokens"]) == (2, 1)
+    assert got["reasoning-no-answer"]["status"] == "no_answer"
     assert got["error-after-200"]["status"] == "stream_error" and "engine died" in str(
         got["error-after-200"]["error"]
     )

@@ -38,8 +38,13 @@ def test_both_layouts_load_in_time_order_windowed_and_scaled(tmp_path: Path) -> 
         '{"timestamp": 2000, "input_length": 600, "output_length": 9, "hash_ids": [0, 7]}\n'
         '{"timestamp": 1000, "input_length": 300, "output_length": 4, "hash_ids": [0]}\n'
     )
-    rows = load_trace(jl)  # milliseconds, as Mooncake gives them; sorted by time
+    notes: list[str] = []
+    rows = load_trace(jl, notes=notes)  # milliseconds, as Mooncake gives them; sorted by time, said once
     assert [(r.offset_s, r.input_tokens, r.hash_ids) for r in rows] == [(0.0, 300, (0,)), (1.0, 600, (0, 7))]
+    assert notes == [f"{jl}: not in time order (1 of 2 requests earlier than the one before): sorted"]
+    in_order: list[str] = []
+    load_trace(csv_path, notes=in_order)
+    assert in_order == []
 
 
 @pytest.mark.parametrize(

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import ARTIFACTS, CHROME_ARGS, CHROMIUM
-from tests.required import missing
+from tests.conftest import ARTIFACTS
 from tests.servers import free_port
 from tests.webui_support import (
     Proc,
@@ -37,44 +34,6 @@ from tests.webui_support import (
     wait_for,
     wait_http,
 )
-
-
-# --- the browser -----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser_ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    exe = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
-    if not exe:
-        missing(f"Chromium ({CHROMIUM}) is not installed")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing("playwright (python) is not installed")
-    with sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=exe,
-            headless=True,
-            args=CHROME_ARGS,
-            viewport={"width": 1400, "height": 800},
-        )
-        ctx.set_default_timeout(20_000)
-        try:
-            yield ctx
-        finally:
-            ctx.close()
-
-
-@pytest.fixture
-def page(browser_ctx: Any) -> Iterator[Any]:
-    pg = browser_ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.page_errors = errors
-    try:
-        yield pg
-    finally:
-        pg.close()
-
 
 # --- local runner ------------------------------------------------------------------------------------
 
@@ -102,6 +61,11 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
             "a row per target with figures", lambda: llm_rows_with_figures(page, {"fast-a", "fast-b"}), 30
         )
         assert all(num(rows[t]["Users"]) == 2 for t in rows), rows
+        # simulated targets say so in the table and in the status line (config/simulated.py)
+        assert {t: rows[t]["Engine"] for t in rows} == {
+            "fast-a": "simulated engine (profile test-fast-a)",
+            "fast-b": "simulated engine (profile test-fast-b)",
+        }, rows
         page.locator("#llmload-csv").wait_for(state="visible", timeout=5000)  # the tab's CSV link
         # The tab's charts, drawn in the page from ./llmload/series: a line per target in each,
         # KV-cache usage included (the simulators' /metrics, scraped into telemetry.jsonl).
@@ -119,14 +83,16 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
             s = series["targets"][t]
             assert len(s["t"]) >= 2 and max(x or 0 for x in s["output_tok_s"]) > 0
             assert all(0 <= x <= 100 for x in s["kv_cache_usage_pct"] if x is not None)
-        assert "step 1/" in page.locator("#llmload-run-status").inner_text()
+        status_line = page.locator("#llmload-run-status").inner_text()
+        assert "step 1/" in status_line
+        assert "fast-a: simulated engine (profile test-fast-a)" in status_line, status_line
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-local.png"), full_page=True)
 
         # The CSV behind the tab's link: one line per target, the same columns as the JSON.
         csv_text = page.request.get(base + "/llmload/live.csv").text()
         header, *lines = csv_text.strip().splitlines()
-        assert header.startswith("target,users,in_flight,requests,") and "failures_http_5xx" in header
+        assert header.startswith("target,engine,users,in_flight,requests,") and "failures_http_5xx" in header
         assert sorted(x.split(",")[0] for x in lines) == ["fast-a", "fast-b"]
 
         page.get_by_role("button", name="Stop").click()
@@ -152,15 +118,24 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
         for t, r in final.items():
             assert r["ttft_p99_ms"] == summary["targets"][t]["latency_ms"]["ttft"]["p99"]
             assert r["tpot_p50_ms"] == summary["targets"][t]["latency_ms"]["tpot"]["p50"]
-        # Locust's own rows: one request per stream, so the Aggregated row is their sum.
-        stats = {s["name"]: s["num_requests"] for s in httpx.get(base + "/stats/requests").json()["stats"]}
-        assert stats == {**sent, "Aggregated": sum(sent.values())}
+        # Locust's own rows: one request per stream that ended (a stream cut by Stop is none), so the
+        # Aggregated row is their sum, and none of them failed.
+        ended = {
+            t: n - summary["targets"][t]["requests"]["by_class"].get("aborted", 0) for t, n in sent.items()
+        }
+        answer = httpx.get(base + "/stats/requests").json()
+        stats = {s["name"]: s["num_requests"] for s in answer["stats"]}
+        assert stats == {**ended, "Aggregated": sum(ended.values())}
+        assert answer["fail_ratio"] == 0
         page.get_by_role("tab", name="Statistics").click()
         table = wait_for(
             "Locust's statistics table", lambda: dom_table(page).get("Aggregated") and dom_table(page), 10
         )
         per_target = [num(table[t]["# Requests"]) for t in ("fast-a", "fast-b")]
         assert num(table["Aggregated"]["# Requests"]) == sum(per_target) > 0
+        # the run is written once the tab says "finished": its reports, then the check for a signal that
+        # came while they were written, which rewrites summary.json (conclude.py)
+        wait_for("the first run to be written", lambda: finished(base, run1), 60)
         mtime1 = (run1 / "summary.json").stat().st_mtime_ns
 
         # A second test from the form, without quitting: another scenario, one target.
@@ -173,6 +148,8 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
         assert s2["run"]["scenario_name"] == "webui-short" and list(s2["targets"]) == ["fast-b"]
         assert s2["run"]["stop_reason"] == "plan complete"
         assert live(base)["fast-b"]["requests"] == s2["targets"]["fast-b"]["requests"]["sent"] > 0
+        wait_for("the second run to be written", lambda: finished(base, run2), 60)
+        assert (run2 / "junit.xml").exists()
         mtime2 = (run2 / "summary.json").stat().st_mtime_ns
         assert not page.page_errors, page.page_errors
     finally:
@@ -271,7 +248,7 @@ def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) ->
     )
     try:
         wait_http(proc, base + "/", auth=auth)
-        for path in ("/", "/llmload/live", "/llmload/live.csv", "/stats/requests"):
+        for path in ("/", "/llmload/live", "/llmload/live.csv", "/llmload/plan", "/stats/requests"):
             assert httpx.get(base + path, timeout=5).status_code == 401, path
             assert httpx.get(base + path, timeout=5, auth=("tester", "wrong")).status_code == 401, path
         form = {"user_count": "0", "spawn_rate": "0", "llm_set": "", "llm_targets": ""}
@@ -280,6 +257,17 @@ def test_form_loads_the_scenario_at_start_and_names_bad_input(tmp_path: Path) ->
 
         def swarm(**kw: str) -> dict[str, Any]:
             return httpx.post(base + "/swarm", data={**form, **kw}, timeout=60, auth=auth).json()
+
+        # The form's plan in words follows what is typed: none yet, a bad file, a scenario with overrides.
+        def plan(**kw: str) -> dict[str, Any]:
+            return httpx.get(base + "/llmload/plan", params=kw, timeout=30, auth=auth).json()
+
+        assert "no scenario yet" in plan(scenario="")["error"]
+        assert "missing.yaml" in plan(scenario=str(tmp_path / "missing.yaml"))["error"]
+        assert "nope" in plan(scenario=str(scn), targets="nope")["error"]
+        lines = plan(scenario=str(scn), targets="fast-b", set="load.users=3, load.duration=4s")["lines"]
+        assert lines[:2] == ["targets: fast-b", "1. 3 users per target for 4 s"], lines
+        assert results_dirs(out) == []  # describing a plan builds nothing
 
         r = swarm(scenario="")
         assert r["success"] is False and "scenario" in r["message"]
@@ -391,3 +379,9 @@ def test_master_llm_tab_shows_the_workers_merged_figures(page: Any, tmp_path: Pa
         if worker is not None:
             worker.stop()
         master.stop()
+
+
+def finished(base: str, run: Path) -> bool:
+    """The LLM tab's status says this run is finished: every file of it is written, for good."""
+    status = httpx.get(f"{base}/llmload/status", timeout=5.0).json()
+    return status.get("state") == "finished" and Path(str(status.get("results_dir"))).name == run.name

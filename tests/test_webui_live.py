@@ -132,7 +132,7 @@ def test_nothing_recent_means_no_rates_but_totals_stay() -> None:
 
 def test_a_finished_run_shows_the_summary_figures(tmp_path: Path) -> None:
     d = write_results_dir(
-        tmp_path / "run", [SynthTarget("a", failures={"timeout": 2})], requests_per_target=12
+        tmp_path / "run", [SynthTarget("a", failures={"timeout": 2, "aborted": 3})], requests_per_target=12
     )
     summary = load_run(d).summary
     block = summary.targets["a"]
@@ -140,6 +140,7 @@ def test_a_finished_run_shows_the_summary_figures(tmp_path: Path) -> None:
     view.finish(summary)
     (row,) = view.rows(agg)  # b never ran: no row from the summary
     assert row["requests"] == 12 and row["failures_by_class"] == {"timeout": 2} and row["failures"] == 2
+    assert row["cut"] == 3 == block.requests.by_class["aborted"]  # cut by Stop: no failure
     lat = block.latency_ms
     assert (row["ttft_p50_ms"], row["ttft_p99_ms"], row["itl_p99_ms"], row["tpot_p50_ms"]) == (
         lat["ttft"].p50,
@@ -163,9 +164,11 @@ def test_csv_and_display_rows() -> None:
     parsed = list(csv.DictReader(io.StringIO(to_csv(rows))))
     assert [p["target"] for p in parsed] == ["a", "b"]
     assert set(parsed[0]) == {k for k, _ in COLUMNS if k != "failures_by_class"} | {
-        f"failures_{c}" for c in FAILURE_CLASSES
+        f"failures_{c}" for c in FAILURE_CLASSES if c != "aborted"
     }
     for c in FAILURE_CLASSES:
+        if c == "aborted":  # a cut stream is no failure: the "cut" column (test below)
+            continue
         assert int(parsed[0][f"failures_{c}"]) == sum(1 for r in recs if r.status == c)
     assert float(parsed[0]["ttft_p99_ms"]) == rows[0]["ttft_p99_ms"]
     assert parsed[1]["ttft_p50_ms"] == "" and parsed[1]["requests"] == "0"
@@ -205,3 +208,20 @@ def test_chart_series_are_bounded_and_read_kv_cache_usage_from_telemetry(tmp_pat
     assert a["output_tok_s"] == [100.0] * 3 and a["in_flight"] == [4] * 3
     assert a["ttft_p50_ms"][-1] == agg.live.latency("a")["ttft_p50_ms"] is not None
     assert data["targets"]["b"]["t"] == [] and set(data["fields"]) <= set(a)
+
+
+def test_streams_cut_by_stop_are_counted_apart_from_failures() -> None:
+    """A stream llmload cut (status aborted: Stop, a signal, stop_grace) is in "Cut by Stop", not in
+    Failures, live as in the final rows; the CSV has its column and no failures_aborted."""
+    rng = random.Random(5)
+    recs = make_records(rng, "a", 14, NOW - 8, NOW - DELAY)
+    for r in recs[:3]:
+        r.status, r.ttft_s, r.itl_s = "aborted", None, []
+    agg, view = feed(["a"], recs)
+    (row,) = view.rows(agg, now=NOW)
+    real = [r for r in recs if r.status not in ("ok", "aborted")]
+    assert row["cut"] == 3 and "aborted" not in row["failures_by_class"]
+    assert row["failures"] == len(real) == sum(row["failures_by_class"].values())
+    (line,) = csv.DictReader(io.StringIO(to_csv([row])))
+    assert line["cut"] == "3" and "failures_aborted" not in line
+    assert [t for k, t in COLUMNS if k == "cut"] == ["Cut by Stop"]

@@ -54,11 +54,15 @@ def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float 
 class Proc:
     """A Locust process of ours, its log, and a bounded stop."""
 
-    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, args: list[str], log: Path, env: dict[str, str] | None = None, llmload: bool = False
+    ) -> None:
+        """``locust -f locustfiles/chat.py ARGS``, or with ``llmload`` True ``python -m llmload ARGS``."""
         self.log = log
         self._fh = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        cmd = ["-m", "llmload"] if llmload else ["-m", "locust", "-f", "locustfiles/chat.py", "-L", "WARNING"]
         self.p = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-L", "WARNING", *args],
+            [sys.executable, *cmd, *args],
             stdout=self._fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -123,7 +127,7 @@ def dom_table(page: Any) -> dict[str, dict[str, str]]:
     """The visible table as {row name: {column title: cell text}}."""
     data = page.evaluate(
         """() => {
-          const t = document.querySelector('.MuiTableContainer-root table');
+          const t = document.querySelector('#llmload-table') || document.querySelector('.MuiTableContainer-root table');
           if (!t) return null;
           const heads = Array.from(t.querySelectorAll('thead th')).map(th => th.innerText.replace(/\\s+/g, ' '));
           const rows = Array.from(t.querySelectorAll('tbody tr')).map(
@@ -142,9 +146,9 @@ def num(cell: str) -> float:
 
 
 def start_from_form(page: Any, fields: dict[str, str] | None = None) -> None:
-    """Fill the start form's llmload fields (Custom parameters) and press Start."""
+    """Fill the start form's llmload fields (under "llmload options") and press Start."""
     if fields:
-        page.get_by_text("Custom parameters").click()
+        page.get_by_text("llmload options").click()
         for name, value in fields.items():
             box = page.locator(f"input[name='{name}']")
             box.fill(value)

@@ -32,15 +32,16 @@ from llmload.capacity.outcome import (
     ratios,
     render_text,
 )
-from llmload.capacity.page import render_html, render_markdown
+from llmload.capacity.page import render_markdown
+from llmload.capacity.page_html import render_html
 from llmload.capacity.runner import Search
 from llmload.capacity.search import estimate
 from llmload.config.executors import Capacity
 from llmload.config.scenario import Scenario, load_scenario
+from llmload.config.simulated import simulated_targets
 from llmload.config.yamlsrc import InputError
 from llmload.report.efficiency import efficiency
 from llmload.report.results import BadResults, load_run
-from llmload.report.simulated import simulated_targets
 from llmload.report.slo import fmt
 
 OPTIONS = ("vary", "start", "min", "max", "factor", "precision", "requests", "hold_max", "warmup")
@@ -133,7 +134,7 @@ def target_capacity(search: Search, name: str) -> TargetCapacity:
 
 
 def _simulated_label(search: Search, name: str) -> str | None:
-    """The target's "simulated engine (profile X)" when it ran on llmload's simulator (report/simulated.py)."""
+    """The target's "simulated engine (profile X)" when it ran on llmload's simulator (config/simulated.py)."""
     sim = simulated_targets(t.model_dump(mode="json") for t in search.sc.targets).get(name)
     return sim.label if sim is not None else None
 

@@ -43,6 +43,10 @@ class ProbeRow(_Model):
     achieved_rate: float | None = None
     output_tok_s: float | None = None
     tpot_p50_ms: float | None = None
+    # the p99s the page charts against load (the probe's measured requests, as its verdict reads them)
+    ttft_p99_ms: float | None = None
+    itl_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
     figures: dict[str, ProbeFigure] = {}
 
 

@@ -1,25 +1,33 @@
-"""A capacity search's report: capacity.md and capacity.html.
+"""A capacity search's report: capacity.md here, capacity.html in page_html.py (its charts:
+load_svg.py and report/pareto_svg.py).
 
 Both show the capacity table (llmload/capacity/outcome.py), the ratio between engines, a decision
 summary (the winner per figure at capacity: the capacity itself with its interval, output tok/s,
 tokens per dollar and per joule; llmload/report/decision.py), self-hosting against the API when
 ``cost.api_price_per_mtok`` is set (llmload/report/breakeven.py, at each target's capacity), the
 Pareto frontier of the probes (llmload/report/pareto.py: output tok/s per user against per GPU, a
-filled point for a probe that met every SLO) and every probe with a link to its results directory.
+filled point for a probe that met every SLO), every probe with a link to its results directory, and
+what the words mean (words.py).
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
+from urllib.parse import quote
 
-from llmload.capacity.outcome import CapacityResult, ratio_sentence, simulated_lines, slo_words, table
+from llmload.capacity.outcome import (
+    CapacityResult,
+    ProbeRow,
+    ratio_sentence,
+    simulated_lines,
+    slo_words,
+    table,
+)
+from llmload.capacity.words import DEFINITIONS
 from llmload.config.cost_spec import CostSpec
 from llmload.report.breakeven import BreakEven
-from llmload.report.charts import PALETTE
 from llmload.report.decision import DecisionRow, render_rows, row_from_values
 from llmload.report.pareto import ParetoPoint
-from llmload.report.pareto_svg import render_svg
 from llmload.report.slo import fmt
 
 SIMULATED = (
@@ -101,7 +109,7 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
     ]
 
 
-def _probe_rows(res: CapacityResult) -> tuple[list[str], list[list[str]]]:
+def probe_rows(res: CapacityResult) -> tuple[list[str], list[list[str]]]:
     headers = [
         "#",
         "target",
@@ -137,6 +145,19 @@ def _probe_rows(res: CapacityResult) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def probe_href(p: ProbeRow, name: str = "") -> str:
+    """A link to the probe's results directory (or a file in it; "log": its console log beside it),
+    relative to the capacity directory: it works wherever that directory is opened or moved."""
+    if name == "log":
+        return quote(p.dir + ".log")
+    return quote(p.dir + "/" + name)
+
+
+def _md_links(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The probes' rows with their last cell (the results directory) a link."""
+    return headers, [r[:-1] + [f"[{r[-1]}]({quote(r[-1])}/)"] for r in rows]
+
+
 def render_markdown(res: CapacityResult, cost: CostSpec | None) -> str:
     headers, rows = table(res)
     out = [f"# Capacity: {res.scenario}", "", f"Within {slo_words(res.slo)}; status: {res.status}.", ""]
@@ -161,51 +182,7 @@ def render_markdown(res: CapacityResult, cost: CostSpec | None) -> str:
                 for p in points
             ],
         )
-    out += ["", "## Probes", "", *_md_table(*_probe_rows(res))]
+    out += ["", "## Probes", "", *_md_table(*_md_links(*probe_rows(res)))]
     out += ["", *[f"- {r}" for r in res.reasons]]
+    out += ["", "## What the words mean", "", *[f"- **{k}**: {v}" for k, v in DEFINITIONS]]
     return "\n".join(out).rstrip() + "\n"
-
-
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def render_html(res: CapacityResult, cost: CostSpec | None) -> str:
-    e = html.escape
-    body = [
-        f"<h1>Capacity: {e(res.scenario)}</h1>",
-        f"<p>Within {e(slo_words(res.slo))}; status: {e(res.status)}.</p>",
-    ]
-    sims = simulated_lines(res)
-    if sims:
-        body.append(f'<p id="simulated"><b>{e(SIMULATED)}</b> ' + "; ".join(e(x) for x in sims) + ".</p>")
-    body.append(_html_table(*table(res)))
-    body.append("<ul>" + "".join(f"<li>{e(ratio_sentence(r, res))}</li>" for r in res.ratios) + "</ul>")
-    dec = decision(res)
-    if len(res.targets) > 1 and dec:
-        body += ['<h2 id="decision">Decision summary</h2>', _html_table(*render_rows(dec))]
-    be = break_even(res, cost)
-    if be:
-        body.append('<h2 id="break-even">Self-hosting against the API</h2><ul>')
-        body += [f"<li>{e(b.sentence())}</li>" for b in be]
-        body.append("</ul>")
-    points = pareto_points(res)
-    if points:
-        colours = {t.target: PALETTE[i % len(PALETTE)] for i, t in enumerate(res.targets)}
-        body.append('<h2 id="pareto">Pareto frontier (probes)</h2>')
-        body.append(render_svg(points, colours, res.slo.get("tpot_p50_ms")))
-    headers, rows = _probe_rows(res)
-    body += ['<h2 id="probes">Probes</h2>', _html_table(headers, rows)]
-    body.append("<ul>" + "".join(f"<li>{e(r)}</li>" for r in res.reasons) + "</ul>")
-    style = (
-        "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
-    )
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>llmload capacity: {e(res.scenario)}</title><style>{style}</style></head><body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
-    )

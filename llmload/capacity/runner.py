@@ -130,6 +130,9 @@ class Search:
             achieved_rate=_achieved(run.levels, spec),
             output_tok_s=block.throughput.output_tok_s,
             tpot_p50_ms=latency(block, "tpot").p50,
+            ttft_p99_ms=latency(block, "ttft").p99,
+            itl_p99_ms=latency(block, "itl").p99,
+            e2e_p99_ms=latency(block, "e2e").p99,
             figures={
                 f.slo: ProbeFigure(
                     measured=f.measured, threshold=f.threshold, low=f.low, high=f.high, passed=f.passed

@@ -27,6 +27,18 @@ exit codes: 0 ok, 1 SLO missed / regression, 2 bad input or target not ready, 3 
 """
 
 
+# Commands that install their own SIGINT / SIGTERM handlers; until they do, those of python -m llmload's
+# first line stand (one line, 130 / 143). The others get Python's: Ctrl-C is a KeyboardInterrupt (130).
+OWN_SIGNALS = ("run", "ui", "master", "worker")
+
+
+def _python_signals() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -36,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"llmload {__version__}")
         return 0
     cmd, rest = argv[0], argv[1:]
+    if cmd not in OWN_SIGNALS:
+        _python_signals()
     try:
         if cmd == "validate":
             return cmd_validate(rest)

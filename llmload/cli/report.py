@@ -1,7 +1,8 @@
 """``llmload report`` and ``llmload compare``: entry points the top-level CLI dispatches to.
 
 Exit codes: 0 fine, 1 SLO missed (report) or a significant regression with --fail-on-regression
-(compare), 2 bad input (one line on stderr), 3 the run itself is invalid (report).
+(compare), 2 bad input (one line on stderr), 3 the run itself is invalid, or an SLO rests on a
+figure the run flagged (report), or the only worse figures are ones a run flagged (compare).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import NoReturn
 
 import orjson
 
-from llmload.base.exitcodes import EXIT_INPUT, EXIT_INVALID, EXIT_OK, EXIT_SLO
+from llmload.base.exitcodes import EXIT_INPUT, EXIT_INVALID, EXIT_OK, EXIT_REPORTS, EXIT_SLO
 from llmload.report.compare import Comparison, compare_runs, compare_targets
 from llmload.report.html import render_html
 from llmload.report.model import build_report
@@ -57,31 +58,66 @@ def report_main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, help="write only the HTML report, to this file")
 
     def body(args: argparse.Namespace) -> int:
-        if not (args.results_dir / "summary.json").exists() and args.results_dir.is_dir():
+        if args.results_dir.is_dir() and not _summary_of_this_run(args.results_dir):
             _rebuild(args.results_dir)
         if args.output is not None:
             rep = build_report(args.results_dir)
             args.output.parent.mkdir(parents=True, exist_ok=True)
             args.output.write_text(render_html(rep), encoding="utf-8")
             print(f"wrote {args.output}")
-            status, slo_passed, failed = rep.run.status, rep.slo_passed, rep.failed_slos
+            status, state, failed = rep.run.status, rep.slo_state, rep.failed_slos
+            unknown = rep.judgement.inconclusive
         else:
             out = write_all(args.results_dir)
             for p in (out.html, out.markdown, out.junit):
                 print(f"wrote {p}")
-            status, slo_passed, failed = out.status, out.slo_passed, out.failed
+            status, state, failed, unknown = out.status, out.slo_state, out.failed, out.inconclusive
         for r in failed:
             print(f"SLO missed: {r.target}: {r.describe()}")
-        if status in ("invalid", "incomplete"):
-            print(f"run status: {status}")
-            return EXIT_INVALID
-        if slo_passed is None:
-            print("SLOs: none set")
-        else:
-            print(f"SLOs: {'met' if slo_passed else 'missed'}")
-        return EXIT_SLO if slo_passed is False else EXIT_OK
+        for r in unknown:
+            print(f"SLO inconclusive: {r.target}: {r.describe()}")
+        code = _run_code(args.results_dir)
+        if status in ("invalid", "incomplete", "interrupted"):
+            print(f"run status: {status} (exit {code if code is not None else EXIT_INVALID})")
+            return code if code is not None else EXIT_INVALID
+        print(f"SLOs: {state or 'none set'}")
+        if state == "missed":
+            return EXIT_SLO
+        if state == "inconclusive":
+            return EXIT_INVALID  # an SLO on a flagged figure (llmload/report/judge.py), as the run exited
+        judged_here = (EXIT_OK, EXIT_SLO, EXIT_REPORTS) + ((EXIT_INVALID,) if status == "ok" else ())
+        if code is not None and code not in judged_here:
+            return code  # the run's own code: a degraded run, a signal while its results were written
+        return EXIT_OK
 
     return _run("llmload report", parser, argv, body)
+
+
+def _summary_of_this_run(results_dir: Path) -> bool:
+    """summary.json exists and is the run that run.json names (a directory holds one run; a run killed
+    where an older summary.json lay must not be reported as that older run)."""
+    path = results_dir / "summary.json"
+    if not path.exists():
+        return False
+    info = results_dir / "run.json"
+    try:
+        wanted = json.loads(info.read_text(encoding="utf-8")).get("run_id") if info.exists() else None
+        have = json.loads(path.read_text(encoding="utf-8")).get("run", {}).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return True  # unreadable: load_run says what is wrong with it, in one line
+    if wanted is None or have == wanted:
+        return True
+    print(f"{path}: holds run {have}, not {wanted} (run.json): the summary is rebuilt", file=sys.stderr)
+    return False
+
+
+def _run_code(results_dir: Path) -> int | None:
+    """The exit code the run itself ended with (summary.json's run.exit_code), when it says one."""
+    try:
+        code = json.loads((results_dir / "summary.json").read_text(encoding="utf-8"))["run"].get("exit_code")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return code if isinstance(code, int) else None
 
 
 def _rebuild(results_dir: Path) -> None:
@@ -144,7 +180,18 @@ def _compare_parser() -> _Parser:
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
-        "--fail-on-regression", action="store_true", help="exit 1 when any metric is significantly worse"
+        "--baseline",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        dest="repeats",
+        help="another run of the baseline (repeatable): a change no larger than identical runs show is noise",
+    )
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when any metric is significantly worse; 3 when only figures a run flagged are worse",
     )
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as Markdown")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
@@ -167,12 +214,14 @@ def _compare(args: argparse.Namespace) -> int:
     if len(args.dirs) == 1:
         if not args.targets:
             raise BadResults("with one results directory, name the two targets: --targets A B")
+        if args.repeats:
+            raise BadResults("--baseline repeats a baseline run: give two results directories")
         cmp = compare_targets(args.dirs[0], args.targets[0], args.targets[1], **opts)
     else:
         mapping = _parse_map(args.map) if args.map else None
         if args.targets:
             mapping = {args.targets[0]: args.targets[1]}
-        cmp = compare_runs(args.dirs[0], args.dirs[1], target_map=mapping, **opts)
+        cmp = compare_runs(args.dirs[0], args.dirs[1], target_map=mapping, repeats=args.repeats, **opts)
     sys.stdout.write(cmp.to_text())
     if args.markdown:
         args.markdown.write_text(cmp.to_markdown(), encoding="utf-8")
@@ -180,6 +229,8 @@ def _compare(args: argparse.Namespace) -> int:
         args.json.write_bytes(orjson.dumps(cmp.to_json(), option=orjson.OPT_INDENT_2))
     if args.fail_on_regression and cmp.regressions:
         return EXIT_SLO
+    if args.fail_on_regression and cmp.inconclusive:
+        return EXIT_INVALID
     return EXIT_OK
 
 

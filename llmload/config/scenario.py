@@ -13,14 +13,12 @@ subset, the simulators' addresses) is a new one: a copy, or data validated again
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
     Field,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -30,91 +28,15 @@ from llmload.config.cost_spec import CostSpec
 from llmload.config.durations import Duration, Timeout
 from llmload.config.executors import Phase, phases_from_shorthand
 from llmload.config.influx_config import InfluxConfig
-from llmload.config.lengths import Length
-from llmload.config.limits import MAX_RATE_PER_S, MAX_TOKENS, MAX_USERS
+from llmload.config.limits import MAX_RATE_PER_S, MAX_USERS
 from llmload.config.scenario_errors import check_unique_names, input_error
 from llmload.config.secrets import redact
 from llmload.config.slo_spec import SloSpec
 from llmload.config.target_spec import SAFE_NAME, SAFE_NAME_RULE, Target
+from llmload.config.workload_spec import Workload, default_workload, foreign_field
 from llmload.config.yamlsrc import InputError, apply_overrides, load_yaml, parse_yaml
 
 MIN_SCRAPE_INTERVAL_S = 1.0  # a vLLM CPU front-end stalled its streams 10-230 ms per scrape here
-
-
-# The fields only one kind of workload reads (every kind takes the rest: seed, lengths, sampling,
-# system_prompt, tokenizer, salt); given to another kind, they would be accepted and ignored.
-KIND_ONLY: dict[str, tuple[str, ...]] = {
-    "prompts": ("synthetic",),
-    "path": ("jsonl", "sharegpt", "trace"),
-    "format": ("trace",),
-    "speedup": ("trace",),
-    "window_start": ("trace",),
-    "window_duration": ("trace",),
-    "prefix_groups": ("prefix",),
-    "prefix_tokens": ("prefix",),
-    "turns": ("multiturn",),
-    "think_time": ("multiturn",),
-}
-
-
-class Workload(Strict):
-    kind: Literal["synthetic", "jsonl", "sharegpt", "prefix", "multiturn", "trace"] = "synthetic"
-    seed: int = 42
-    input_tokens: Length = Field(128, description="prompt length in tokens (approximated by words)")
-    output_tokens: Length = Field(256, description="max_tokens per request")
-    temperature: float | None = 0.0
-    ignore_eos: bool = True
-    min_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
-    prompts: list[str] | None = Field(
-        None, min_length=1, description="explicit prompts, used in order (cyclically)"
-    )
-    system_prompt: str | None = None
-    path: str | None = Field(None, description="dataset file (jsonl, sharegpt), or the trace (trace)")
-    format: Literal["auto", "csv", "jsonl"] = Field(
-        "auto", description="trace layout: csv (BurstGPT-like), jsonl (Mooncake-like); auto: by suffix"
-    )
-    speedup: float = Field(1.0, gt=0, description="trace: every gap divided by this")
-    window_start: Duration = Field(0.0, description="trace: skip this much of the trace's start")
-    window_duration: Duration | None = Field(None, description="trace: replay this much of it (default: all)")
-    tokenizer: str | None = Field(None, description="local tokenizer.json for exact token counts")
-    prefix_groups: int = Field(
-        4, ge=1, le=10_000, description="prefix workload: number of distinct long prefixes"
-    )
-    prefix_tokens: int = Field(
-        1024, ge=1, le=MAX_TOKENS, description="prefix workload: tokens in each shared prefix"
-    )
-    turns: Length = Field(3, description="multiturn workload: turns per session")
-    think_time: Duration = Field(0.0, description="multiturn workload: pause between turns")
-    salt: bool | str = Field(
-        True,
-        description="a tag at the start of every prompt, the same for the whole run, so a rerun does not "
-        "ride the server's prefix cache: true draws one per run (recorded), a string fixes it, false "
-        "sends the same prompts run after run (paired compares across runs)",
-    )
-
-    @field_validator(*KIND_ONLY)
-    @classmethod
-    def _of_its_kind(cls, v: Any, info: ValidationInfo) -> Any:
-        """A field of one workload kind set for another is an error at its line, not ignored (its
-        default is no setting: a dumped scenario, every field written out, validates again)."""
-        name = str(info.field_name)
-        kind, kinds = info.data.get("kind"), KIND_ONLY[name]
-        if kind is not None and kind not in kinds and v != cls.model_fields[name].default:
-            raise ValueError(f"belongs to workload kind {' or '.join(kinds)}, not {kind}")
-        return v
-
-    @field_validator("salt")
-    @classmethod
-    def _salt(cls, v: bool | str) -> bool | str:
-        if isinstance(v, str) and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", v):
-            raise ValueError("a salt is 1-64 letters, digits or _.:-")
-        return v
-
-    @model_validator(mode="after")
-    def _check(self) -> Workload:
-        if self.kind in ("jsonl", "sharegpt", "trace") and not self.path:
-            raise ValueError(f"workload kind {self.kind} needs `path`")
-        return self
 
 
 class Client(Strict):
@@ -139,10 +61,12 @@ class Client(Strict):
         10.0, description="the longest pause after a failure, whatever a Retry-After asks"
     )
     report_interval: Timeout = 2.0
-    scrape_interval: Duration = Field(
-        5.0,
-        description="seconds between scrapes of each target's /metrics (at least 1 s): every scrape "
-        "costs the server's front-end time, which lands on the streams it is serving",
+    scrape_interval: Duration | None = Field(
+        None,
+        description="seconds between scrapes of each target's /metrics during the load (at least 1 s); "
+        "off (the default): once before the load and once after it only, which is all the server "
+        "agreement needs. Every scrape costs the server's front end time that lands on the streams it "
+        "serves: bench/bench_scrape_cost.py measures it (docs/telemetry.md)",
     )
     timestamps: Literal["kernel", "user"] = Field(
         "kernel",
@@ -175,10 +99,16 @@ class Client(Strict):
         """YAML 1.1 reads a bare on/off as true/false: take them back as the words."""
         return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
+    @field_validator("scrape_interval", mode="before")
+    @classmethod
+    def _scrape_off(cls, v: Any) -> Any:
+        """``off`` (YAML 1.1 reads a bare off as false) is the default: no scrape during the load."""
+        return None if v is False or v == "off" else v
+
     @field_validator("scrape_interval")
     @classmethod
-    def _scrape(cls, v: float) -> float:
-        if v < MIN_SCRAPE_INTERVAL_S:
+    def _scrape(cls, v: float | None) -> float | None:
+        if v is not None and v < MIN_SCRAPE_INTERVAL_S:
             raise ValueError(f"must be at least {MIN_SCRAPE_INTERVAL_S:g} s")
         return v
 
@@ -233,7 +163,7 @@ class Scenario(Strict):
     name: str = "scenario"
     description: str = ""
     targets: list[Target] = Field(min_length=1)
-    workload: Workload = Field(default_factory=Workload)
+    workload: Workload = Field(default_factory=default_workload)
     load: Load = Field(default_factory=Load)
     client: Client = Field(default_factory=Client)
     slo: SloSpec | None = None
@@ -331,7 +261,7 @@ def validate_data(
     try:
         return Scenario.model_validate(data).model_copy(update={"source": source})
     except ValidationError as e:
-        raise input_error(e, data, lines, source, file_data) from None
+        raise input_error(e, data, lines, source, file_data, foreign_field) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:

@@ -7,6 +7,7 @@ blames ``--set`` when the command line, not the file, put the bad value there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,22 +16,31 @@ from llmload.config.yamlsrc import InputError, dotted, line_for
 
 
 def input_error(
-    e: ValidationError, data: dict[str, Any], lines: dict[tuple[Any, ...], int], source: str, file_data: Any
+    e: ValidationError,
+    data: dict[str, Any],
+    lines: dict[tuple[Any, ...], int],
+    source: str,
+    file_data: Any,
+    foreign: Callable[[tuple[Any, ...], Any], str | None] = lambda loc, data: None,
 ) -> InputError:
-    """The one line a user sees for ``e``; ``file_data``: the data before ``--set`` edits (or None)."""
+    """The one line a user sees for ``e``; ``file_data``: the data before ``--set`` edits (or None);
+    ``foreign(loc, data)``: what an unknown field is instead (a field of another workload kind)."""
     errors = [(_real_loc(data, _loc(err)), err) for err in e.errors()]
     # A union (an int or a distribution, say) reports one error per member: show the member
     # the input was meant for (not "a valid integer" for a mapping), the most specific place.
     loc, err = min(errors, key=lambda le: (le[1]["type"].endswith("_type"), -len(le[0])))
     msg = err["msg"].removeprefix("Value error, ")
+    others = {x for x, _ in errors} - {loc}
+    more = f" (and {len(others)} more)" if others else ""
     if err["type"] == "missing":
         msg = "required field is missing"
     elif err["type"] == "extra_forbidden":
-        msg = "unknown field"
+        msg = foreign(loc, data) or "unknown field"
     elif err["type"] == "literal_error":
         msg = f"{msg}, got {err.get('input')!r}"
-    others = {x for x, _ in errors} - {loc}
-    more = f" (and {len(others)} more)" if others else ""
+    elif err["type"] == "kind_unknown":  # a tagged union's tag names no member: blame the tag
+        loc = (*loc, "kind")
+        msg = f"{msg}, got {_value_at(data, loc)!r}"
     value = _value_at(data, loc)
     before = _value_at(file_data, loc) if file_data is not None else _MISSING
     if file_data is not None and value is not before and value != before:  # the command line put it there
@@ -91,6 +101,11 @@ _NOISE = {
     "constant-arrival-rate",
     "ramping-arrival-rate",
     "sweep",
+    "synthetic",
+    "dataset",
+    "prefix",
+    "multiturn",
+    "trace",
 }
 
 

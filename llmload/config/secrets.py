@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from llmload.config.influx_config import InfluxConfig
+from llmload.config.target_spec import Target
 
 SECRET_KEYS = re.compile(r"(authorization|api[-_]?key|token|secret|password|cookie)", re.I)
 MASK = "***"
@@ -63,7 +66,17 @@ def _named_secrets(obj: Any) -> Iterable[str]:
             yield from _named_secrets(x)
 
 
-def secret_values(scenario: Any, environ: Mapping[str, str] | None = None) -> list[str]:
+class HasSecrets(Protocol):
+    """What secret_values reads of a scenario (config/scenario.py imports this module)."""
+
+    @property
+    def targets(self) -> Sequence[Target]: ...
+
+    @property
+    def influx(self) -> InfluxConfig | None: ...
+
+
+def secret_values(scenario: HasSecrets, environ: Mapping[str, str] | None = None) -> list[str]:
     """Every secret value a run may send: API keys from the environment, secret-named header and
     body fields, the InfluxDB token and password."""
     env = os.environ if environ is None else environ

@@ -46,8 +46,10 @@ def load_trace(
     speedup: float = 1.0,
     start_s: float = 0.0,
     duration_s: float | None = None,
+    notes: list[str] | None = None,
 ) -> list[TraceRow]:
-    """The trace's requests in time order, windowed and scaled."""
+    """The trace's requests in time order, windowed and scaled. A trace out of time order is sorted,
+    and ``notes`` gets a line that says so (the run says it once, on stderr and in events.jsonl)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -56,6 +58,11 @@ def load_trace(
     raw = _csv_rows(text, path) if csv_layout else _jsonl_rows(text, path)
     if not raw:
         raise InputError(f"{path}: the trace holds no request")
+    back = sum(1 for a, b in zip(raw, raw[1:], strict=False) if b[0] < a[0])
+    if back and notes is not None:
+        notes.append(
+            f"{path}: not in time order ({back} of {len(raw)} requests earlier than the one before): sorted"
+        )
     raw.sort(key=lambda r: r[0])
     t0 = raw[0][0] + start_s
     end = t0 + duration_s if duration_s is not None else float("inf")

@@ -25,8 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmload.config.lengths import sample_length
+from llmload.config.lengths import LengthDist, sample_length
 from llmload.config.limits import MAX_TOKENS
+from llmload.config.workload_spec import (
+    DatasetWorkload,
+    MultiturnWorkload,
+    PrefixWorkload,
+    SyntheticWorkload,
+    TraceWorkload,
+    Workload,
+)
 from llmload.config.yamlsrc import InputError, json_value, jsonl_objects
 from llmload.load.trace import BLOCK_TOKENS, TraceRow, load_trace
 
@@ -59,25 +67,40 @@ class RequestSpec:
 class WorkloadSource:
     """Builds request ``i`` on demand (datasets are loaded once)."""
 
-    def __init__(self, wl: Any, base_dir: Path | None = None, tokenizer: Any = None) -> None:
+    def __init__(self, wl: Workload, base_dir: Path | None = None, tokenizer: Any = None) -> None:
         self.wl = wl
         self.base_dir = base_dir or Path.cwd()
         self._items: list[tuple[list[dict[str, str]], int | None]] | None = None
         self._tok = tokenizer
-        if wl.kind in ("jsonl", "sharegpt"):
+        if isinstance(wl, DatasetWorkload):
             self._items = load_dataset(self._resolve(wl.path), wl.kind)
         if wl.tokenizer:
             self._tok = load_tokenizer(self._resolve(wl.tokenizer))
-        self.turns_max = max(1, _max_len(wl.turns)) if wl.kind == "multiturn" else 1
+        self.turns_max = max(1, _max_len(wl.turns)) if isinstance(wl, MultiturnWorkload) else 1
         self._trace: list[TraceRow] = []
-        if wl.kind == "trace":
+        self.notes: list[str] = []  # what loading changed (a trace sorted), said once by the run
+        if isinstance(wl, TraceWorkload):
             self._trace = load_trace(
                 self._resolve(wl.path),
                 wl.format,
                 speedup=wl.speedup,
                 start_s=wl.window_start,
                 duration_s=wl.window_duration,
+                notes=self.notes,
             )
+
+    @property
+    def request_fields(self) -> dict[str, Any]:
+        """Body fields every request carries for the workload's knobs (reasoning models): the
+        effort as ``reasoning_effort`` (OpenAI, vLLM, SGLang), the thinking budget as vLLM's
+        ``thinking_token_budget``. A target's ``extra_body`` is merged over them (another engine's
+        spelling goes there)."""
+        out: dict[str, Any] = {}
+        if self.wl.reasoning_effort is not None:
+            out["reasoning_effort"] = self.wl.reasoning_effort
+        if self.wl.thinking_budget is not None:
+            out["thinking_token_budget"] = self.wl.thinking_budget
+        return out
 
     def trace_offsets(self) -> list[float]:
         """A trace workload's send times (seconds from the replay's start); [] for other kinds."""
@@ -129,7 +152,7 @@ class WorkloadSource:
         wl = self.wl
         rng = random.Random(f"{wl.seed}:{i}")
         max_tokens = sample_length(wl.output_tokens, rng)
-        if wl.kind == "synthetic":
+        if isinstance(wl, SyntheticWorkload):
             if wl.prompts:
                 lead = self._user_lead()
                 text = (
@@ -138,7 +161,7 @@ class WorkloadSource:
             else:
                 text = self.text(rng, sample_length(wl.input_tokens, rng), self._user_lead())
             msgs = [*self._system(), {"role": "user", "content": text}]
-        elif wl.kind == "prefix":
+        elif isinstance(wl, PrefixWorkload):
             group = i % wl.prefix_groups
             prefix = self.text(
                 random.Random(f"{wl.seed}:prefix:{group}"), wl.prefix_tokens, self._user_lead()
@@ -147,9 +170,9 @@ class WorkloadSource:
                 prefix + "\n\nQuestion " + str(i) + ": " + self.text(rng, sample_length(wl.input_tokens, rng))
             )
             msgs = [*self._system(), {"role": "user", "content": text}]
-        elif wl.kind == "multiturn":
-            return self._turn(i)
-        elif wl.kind == "trace":
+        elif isinstance(wl, MultiturnWorkload):
+            return self._turn(wl, i)
+        elif isinstance(wl, TraceWorkload):
             row = self._trace[i % 1_000_000 % len(self._trace)]
             max_tokens = max(1, row.output_tokens)
             msgs = [*self._system(), {"role": "user", "content": self._trace_text(row, rng)}]
@@ -175,13 +198,12 @@ class WorkloadSource:
         text = " ".join(" ".join(blocks).split()[: max(1, row.input_tokens - (1 if lead else 0))])
         return f"{lead} {text}" if lead else text
 
-    def _turn(self, i: int) -> RequestSpec:
+    def _turn(self, wl: MultiturnWorkload, i: int) -> RequestSpec:
         """Index i = session * turns_max + turn; history holds earlier turns of the session.
 
         Earlier assistant replies are replaced by deterministic text of the length
         asked for, so every target sees exactly the same prompts.
         """
-        wl = self.wl
         session, turn = divmod(i, self.turns_max)
         srng = random.Random(f"{wl.seed}:session:{session}")
         n_turns = min(self.turns_max, max(1, sample_length(wl.turns, srng)))
@@ -203,12 +225,14 @@ class WorkloadSource:
         return spec
 
     def session_turns(self, session: int) -> int:
+        if not isinstance(self.wl, MultiturnWorkload):
+            return 1
         srng = random.Random(f"{self.wl.seed}:session:{session}")
         return min(self.turns_max, max(1, sample_length(self.wl.turns, srng)))
 
 
-def _max_len(spec: Any) -> int:
-    return spec if isinstance(spec, int) else int(spec.max if spec.dist != "fixed" else spec.value)
+def _max_len(spec: int | LengthDist) -> int:
+    return spec if isinstance(spec, int) else spec.max if spec.dist != "fixed" else (spec.value or 1)
 
 
 def load_dataset(path: Path, kind: str) -> list[tuple[list[dict[str, str]], int | None]]:

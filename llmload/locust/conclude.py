@@ -14,21 +14,27 @@ from typing import Any
 import gevent
 from locust import events
 
+from llmload.base.exitcodes import EXIT_INVALID, exit_code_for_signal
 from llmload.locust.conductor import Conductor
 from llmload.locust.hooks import on
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import close_sink, target_tags, write_summary_points
 from llmload.measure.concurrency import max_open_streams
 from llmload.report.levels import summary_text
-from llmload.results.finish import Observed, finalize, reports_failed
+from llmload.results.finish import Observed, finalize, reports_failed, signalled_while_writing
 from llmload.results.rebuild import RUN_INFO
 from llmload.schema.results_model import Summary
 from llmload.sinks.results import read_telemetry
 from llmload.sinks.terminal import render_table
 
+MAIN_EXITS_S = 60.0  # the main greenlet's exit, after the results are written, takes well under this
+
 
 @on(events.quitting)
 def finish_run(environment: Any, **_: Any) -> None:
+    """Locust's quitting: write the run once. Locust's own SIGTERM handler fires quitting again and then
+    exits with ``process_exit_code``: a second call waits here until the first has written everything,
+    so no exit (0 above all) can come before the results and the code are set."""
     st = state_of(environment)
     c = st.conductor
     if st.run is not None:
@@ -36,40 +42,63 @@ def finish_run(environment: Any, **_: Any) -> None:
     if c is None:
         close_sink(st.sink)  # a worker's llm_request points
         return
-    if c.finalized:  # the web UI's Stop wrote it already, or a second signal's shutdown
+    if not c.begin_finish():  # the web UI's Stop, or a second signal's shutdown: the first one writes
+        c.written.wait()
+        if st.exit_code is not None:
+            environment.process_exit_code = st.exit_code
+        if getattr(environment.parsed_options, "headless", False) and gevent.getcurrent() is not _main():
+            # Locust's SIGTERM handler: its main greenlet exits with this code; an exit from here
+            # would come after it, at interpreter shutdown, with a traceback: let main exit first
+            gevent.sleep(MAIN_EXITS_S)
         return
-    if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
-        c.begin_finish()
-        discard_unstarted(st, c)
-        stop_prepared(st)
-        st.forget_run()
-        return
-    c.finish_drain()  # the web UI quitting mid-test: in-flight streams end within stop_grace
-    c.begin_finish()
     try:
+        if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
+            discard_unstarted(st, c)
+            st.forget_run()
+            return
+        # Until the results are written, any exit says they are not: 128 + N once a signal came, else 3.
+        o = c.outcome
+        pending = o.interrupted or o.late_signal
+        environment.process_exit_code = exit_code_for_signal(pending) if pending else EXIT_INVALID
+        c.finish_drain()  # the web UI quitting mid-test: in-flight streams end within stop_grace
         opts = environment.parsed_options
-        summary, code = conclude(st, c, write_reports=not getattr(opts, "llm_no_reports", False))
+        summary, code, ending = conclude(st, c, write_reports=not getattr(opts, "llm_no_reports", False))
         st.summary, st.exit_code = summary, code
-        print("\n" + render_table(summary), flush=True)
-        levels = summary_text(summary)  # a sweep: each level judged on its own figures
-        if levels:
-            print("\n" + levels, flush=True)
-        print(f"results: {c.results.dir}", flush=True)
-        print(f"verdict: {summary.run.verdict}", flush=True)
         environment.process_exit_code = code
+        _say_verdict(summary, c, ending)
     finally:
+        c.written.set()
         stop_prepared(st)
 
 
-def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Summary, int]:
+def _main() -> Any:
+    return gevent.get_hub().parent
+
+
+def _say_verdict(summary: Summary, c: Conductor, ending: list[str]) -> None:
+    """The table, a sweep's levels, then where the results are, who wins and where the report is, and
+    last the verdict (README: the last line of every run)."""
+    print("\n" + render_table(summary), flush=True)
+    levels = summary_text(summary)  # a sweep: each level judged on its own figures
+    if levels:
+        print("\n" + levels, flush=True)
+    print(f"results: {c.results.dir}", flush=True)
+    for line in ending:
+        print(line, flush=True)
+    print(f"verdict: {summary.run.verdict}", flush=True)
+
+
+def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Summary, int, list[str]]:
     """The run's end, in order: stop measuring, judge (llmload/results/finish.py), publish to InfluxDB,
-    write summary.json, then the reports, which cannot change the verdict (a failure exits 4)."""
+    write summary.json, then the reports, which cannot change the verdict (a failure exits 4).
+    Returns the summary, the exit code and the terminal's lines on the reports (who wins, where)."""
     c.stop_intervals()
     c.end(time.time())
     c.pull()
     c.event("stop", "run finished")
     c.freeze()  # the reports are written off the event loop, while worker reports may arrive
     c.results.flush()  # every request line on disk: the open streams per level are counted from them
+    c.results_failed()  # the disk filled during the run, or with these last lines
     observed = Observed(
         cpu_samples=list(c.intervals.cpu_samples),
         telemetry=read_telemetry(c.results.dir / "telemetry.jsonl"),
@@ -84,37 +113,46 @@ def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Su
         summary.run.influx = closed
     c.results.summary(summary)
     c.results.flush()
+    ending = [f"report: not written (--no-reports); llmload report {c.results.dir} writes it"]
     if write_reports:
-        error = write_reports_off_loop(c.results.dir)
+        error, who = write_reports_off_loop(c.results.dir)
         if error is not None:
             code = reports_failed(summary, code, error)
             c.results.summary(summary)
+            ending = []
+        else:
+            ending = ([who] if who else []) + [f"report: {c.results.dir / 'report.html'}"]
+    late = c.outcome.late_signal
+    c.written.set()  # from here a signal changes nothing: the results are complete
+    if late is not None:
+        code = signalled_while_writing(summary, code, late)
+        c.results.summary(summary)
     c.results.close()
-    return summary, code
+    return summary, code, ending
 
 
-def write_reports_off_loop(results_dir: Path) -> str | None:
-    """report.html, report.md and junit.xml; None when written, else what went wrong (one line).
+def write_reports_off_loop(results_dir: Path) -> tuple[str | None, str]:
+    """report.html, report.md and junit.xml: (None, the "who wins" line, report/decision.py) when written,
+    else (what went wrong in one line, "").
 
     In a thread of gevent's pool: plotly's import and the HTML take seconds of CPU, during which a
     master must keep answering its workers' heartbeats (they quit after 15 s without one) and the
     web UI its page.
     """
-    error = gevent.get_hub().threadpool.apply(_write_reports, (results_dir,))
+    error, who = gevent.get_hub().threadpool.apply(_write_reports, (results_dir,))
     if error is not None:
         print(f"llmload: writing the reports failed: {error}", file=sys.stderr, flush=True)
-    return error if isinstance(error, str) else None
+    return error, who
 
 
-def _write_reports(results_dir: Path) -> str | None:
+def _write_reports(results_dir: Path) -> tuple[str | None, str]:
     """In the pool's thread: an error comes back as one line (gevent would print its traceback)."""
     from llmload.report import write_all  # the report layer (HTML, Markdown, JUnit); loads plotly
 
     try:
-        write_all(results_dir)
+        return None, write_all(results_dir).who_wins
     except Exception as e:  # noqa: BLE001 - a report failure must not lose the results
-        return f"{type(e).__name__}: {e}".splitlines()[0]
-    return None
+        return f"{type(e).__name__}: {e}".splitlines()[0], ""
 
 
 def discard_unstarted(st: ProcessState, c: Conductor) -> None:
@@ -123,6 +161,7 @@ def discard_unstarted(st: ProcessState, c: Conductor) -> None:
     close_sink(st.sink)
     c.results.close()
     remove_unused_results(c.results.dir)
+    c.written.set()
 
 
 def remove_unused_results(d: Path) -> None:

@@ -1,9 +1,8 @@
 """The conductor: plan progress, aggregation, live output and results (local runner or master).
 
-Locust's shape hook calls ``tick()`` once a second; the conductor decides the
-current step, tells the workers (or the local controller), watches stop
-conditions and lost workers, drains in-flight streams at the end, and writes
-the results directory when Locust quits.
+Locust's shape hook calls ``tick()`` once a second; the conductor decides the current step, tells the
+workers (or the local controller), watches stop conditions and lost workers, drains in-flight streams
+at the end, and writes the results directory when Locust quits.
 
 How the run ends is one typed value, ``self.outcome`` (llmload/results/run_outcome.py), written only by the
 methods here and of its ``fleet`` (a master's workers, fleet.py) and ``drain`` (how the load stops,
@@ -13,15 +12,14 @@ drain.py): the plugin, web UI hooks, signal handlers and distribution code call 
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import gevent
+import gevent.event
 from locust import LoadTestShape
 
-from llmload.base.exitcodes import EXIT_INPUT
 from llmload.config.resolved import ResolvedRun
 from llmload.config.scenario import Scenario
 from llmload.load.plan import PlanStep, users_at
@@ -87,6 +85,7 @@ class Conductor:
         self.settle_until = 0.0
         self.finalized = False  # the run is ending (its results are being written): it ends once
         self.frozen = False  # summary.json is being built: late worker reports change nothing
+        self.written = gevent.event.Event()  # results complete or discarded (conclude.py waits on it)
         self.sinks: list[EventSink] = []
         self.scraper: TelemetryScraper | None = None
         # a master's workers, and whether they reach every target before the start
@@ -150,7 +149,11 @@ class Conductor:
             self.fleet.check(now, self.env.runner)
             if self._send_scenario is not None:
                 self._send_scenario(self, self.env.runner)
-            if self.state == "init" and self.outcome.interrupted is None and not self.workers_ready():
+            if (
+                self.state == "init"
+                and self.outcome.interrupted is None
+                and not self.fleet.ready_to_start(self.env)
+            ):
                 self._last_tick = IDLE
                 return self._last_tick
         if self.state == "init":
@@ -171,8 +174,7 @@ class Conductor:
         tup = self.users_for(self.run.plan[self.step_no]) if self.state == "running" else IDLE
         last = self._last_tick
         if tup[0] and last is not None and last[0] and last[2] != tup[2]:
-            # Locust keeps the old users when only the classes change at the same count:
-            # stop them first (gracefully, in-flight streams finish), start the new ones next tick.
+            # Locust keeps the old users when only the classes change: stop them (streams finish) first
             tup = IDLE
         self._last_tick = tup
         return tup
@@ -256,6 +258,8 @@ class Conductor:
     def interrupt(self, signal_name: str) -> None:
         """A signal: stop new requests and drain (the first time), cut open streams (the second)."""
         if self.state == "done":  # the run had ended; its results are being written as they are
+            if self.outcome.interrupted is None and not self.written.is_set():
+                self.outcome.late_signal = self.outcome.late_signal or signal_name
             return
         if self.outcome.interrupted is None:
             self.outcome.interrupted = signal_name
@@ -285,6 +289,16 @@ class Conductor:
             if self.state == "draining":
                 gevent.sleep(0.2)
 
+    def results_failed(self) -> None:
+        """A write to the results directory failed (a full disk): stop the load as a stop condition
+        does, and keep what the directory holds for the verdict (exit 3, llmload/results/finish.py)."""
+        why = self.results.held_back()
+        if why is None:
+            return
+        self.outcome.results_error = why
+        if self.state in ("init", "running", "settle"):
+            self.start_drain("a failed write to the results disk")
+
     def check_stop_conditions(self) -> None:
         why = stop_condition(self.sc.load, self.agg, list(self.run.targets))
         if why is not None:
@@ -302,21 +316,6 @@ class Conductor:
         # once summary.json is being written, its figures are final
         if delta and not self.frozen and self.fleet.reported(client_id):
             self.agg.merge(delta)
-
-    def workers_ready(self) -> bool:
-        """Distributed, before step 0: has every worker reached every target? (readiness.py)"""
-        if self.outcome.not_ready is not None:
-            return False
-        why = self.fleet.why_not_ready()
-        if why is None:
-            return self.fleet.readiness.ready(self.fleet.live())
-        self.outcome.not_ready = why
-        print(f"llmload: {why}; nothing was sent", file=sys.stderr, flush=True)
-        self.env.process_exit_code = EXIT_INPUT  # as a target not ready in a local run
-        runner = self.env.runner
-        headless = bool(getattr(self.env.parsed_options, "headless", True))
-        gevent.spawn(runner.quit if headless else runner.stop)  # not from this greenlet: the runner's own
-        return False
 
     def worker_left(self, wid: str, reason: str) -> None:
         """A worker left after its final report (llmload/locust/fleet.py says when that is a loss)."""

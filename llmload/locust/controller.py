@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from llmload.config.scenario import Scenario
 from llmload.config.secrets import Masker, secret_values
 from llmload.load.plan import PlanStep, arrival_times, build_plan, split_share
 from llmload.load.workload import RequestSpec, WorkloadSource
-from llmload.locust.users import class_name
+from llmload.locust.users import LLMUser, class_name
 from llmload.measure.loop_lag import LoopLag
 from llmload.measure.records import RequestRecord
 from llmload.measure.runstate import WARMUP, Collector
@@ -59,6 +60,7 @@ class LLMRun:
         self.role = role
         self.worker_id = worker_id
         self.k = worker_index
+        self.generation = generation
         self.n = max(1, worker_count)
         self.targets = {t.name: t for t in scenario.targets}
         base = Path(scenario.source).parent if scenario.source else Path.cwd()
@@ -87,6 +89,8 @@ class LLMRun:
         }
         self._lag = LoopLag(lambda late_s: self.collector.loop_lag.record(late_s))  # event-loop lag
         self._mask = Masker(secret_values(scenario))  # a server may echo a key in its error text
+        # A worker tells its master of each request before sending it (fleet.py: what a lost worker sent)
+        self.on_send: Callable[[str, int], None] | None = None
 
     # --- steps ------------------------------------------------------------
     def apply_step(self, number: int, t0: float, run_t0: float) -> None:
@@ -135,7 +139,7 @@ class LLMRun:
         self._open_requests.kill(block=True, timeout=5)
 
     # --- closed loop --------------------------------------------------------
-    def closed_loop_iteration(self, user: Any, transport: GeventTransport) -> None:
+    def closed_loop_iteration(self, user: LLMUser, transport: GeventTransport) -> None:
         ps = self.current
         t = user.target_name
         if ps is None or ps.step.open_loop or t not in ps.targets or self.draining or self.k < 0:
@@ -150,7 +154,7 @@ class LLMRun:
             return
         self._pace(user, self.issue(t, transport, self.source.get(idx), ps, None))
 
-    def _pace(self, user: Any, rec: RequestRecord) -> None:
+    def _pace(self, user: LLMUser, rec: RequestRecord) -> None:
         """Closed loop: after a failed request, pause before the user's next one.
 
         A user that fails at once would otherwise send thousands of requests a second (measured:
@@ -181,7 +185,7 @@ class LLMRun:
         self._counters[t] = c + 1
         return c * self.n + self.k
 
-    def _session(self, user: Any, transport: GeventTransport, ps: PlanStep) -> None:
+    def _session(self, user: LLMUser, transport: GeventTransport, ps: PlanStep) -> None:
         t = user.target_name
         sess = self._take_index(t, ps)
         if sess is None:
@@ -261,7 +265,7 @@ class LLMRun:
             temperature=wl.temperature,
             ignore_eos=wl.ignore_eos and target.kind not in NO_IGNORE_EOS,
             min_tokens=wl.min_tokens,
-            extra_body=target.extra_body,
+            extra_body={**self.source.request_fields, **target.extra_body},
             headers=headers,
             api_key=self._api_keys.get(t),
             base_path=transport.base_path,
@@ -279,6 +283,8 @@ class LLMRun:
             prompt_tokens_client=spec.prompt_tokens_est,
         )
         self.collector.started(t)
+        if self.on_send is not None:
+            self.on_send(t, self.collector.sent[t])
         windows = self.collector.streamed
         tokens = windows.request(t)
         me = gevent.getcurrent()
@@ -307,6 +313,8 @@ class LLMRun:
     def _done(self, rec: RequestRecord) -> None:
         rec.error = self._mask(rec.error)
         self.collector.record(rec)
+        if rec.status == "aborted":  # cut by llmload (Stop, a signal, stop_grace): no Locust request, so
+            return  # no failure in Locust's header (it read "Failures 17-48%"); the LLM tab counts it
         exc = None if rec.ok else LLMFailure(f"{rec.status}: {rec.error or ''}".strip())
         self.env.events.request.fire(
             request_type="STREAM",

@@ -5,12 +5,15 @@
 The master sends each worker the resolved scenario once per test (``send_scenario``: its slot of
 the plan, the worker count, which targets are the master's simulators) and each plan step; a
 worker builds its run from that message, checks that it reaches every target (readiness.py),
-follows the steps, and ships its records' deltas in every report. Departures (departure.py),
-readiness reports and final reports arrive here on the master and go to the conductor.
+follows the steps, and ships its records' deltas in every report. Before each request a worker
+tells the master (``MSG_SENT``), so that a worker lost mid-run is charged with every request it
+sent and never reported (fleet.py). Departures (departure.py), readiness reports and final reports
+arrive here on the master and go to the conductor; a worker whose master is gone stops (orphan.py).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +27,15 @@ from llmload.locust.conductor import MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import MSG_LEAVING, MSG_LEFT
 from llmload.locust.drain import MSG_ABORT, MSG_DRAIN
+from llmload.locust.fleet import MSG_SENT
 from llmload.locust.hooks import on
 from llmload.locust.readiness import MSG_REACH, check_from_worker
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import make_sink
 from llmload.locust.users import make_user_class
+
+log = logging.getLogger("llmload")
+MSG_WANT = "llmload_want_scenario"  # worker -> master, once its handlers are registered
 
 
 def register(environment: Any, runner: Any, st: ProcessState) -> None:
@@ -44,16 +51,26 @@ def register(environment: Any, runner: Any, st: ProcessState) -> None:
         runner.register_message(MSG_STEP, _on_step_message)
         runner.register_message(MSG_DRAIN, _on_drain_message)
         runner.register_message(MSG_ABORT, _on_abort_message)
+        runner.send_message(MSG_WANT, {})  # a scenario sent before now was dropped: ask again
     elif isinstance(runner, MasterRunner):
         runner.register_message(MSG_LEAVING, _on_worker_leaving)
         runner.register_message(MSG_LEFT, _on_worker_left)
         runner.register_message(MSG_REACH, _on_worker_reach)
+        runner.register_message(MSG_WANT, _on_worker_wants)
+        runner.register_message(MSG_SENT, _on_worker_sent)
 
 
 def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
     st = state_of(environment)
     env = environment
     data = msg.data
+    run = st.run
+    if run is not None and (run.run_id, run.k, run.generation) == (
+        data.get("run_id"),
+        data["slot"],
+        data["generation"],
+    ):
+        return  # the same run again (the worker asked while the first message was on its way)
     sims = list(data.get("sims") or [])
     runner = env.runner
     for t in data["scenario"]["targets"]:  # the master's simulators, at the address this host uses
@@ -70,7 +87,10 @@ def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
         generation=data["generation"],
         run_id=str(data.get("run_id", "")),
     )
+    run.on_send = lambda target, n: _announce(runner, target, n)
     st.run = run
+    if st.master_watch is not None:
+        st.master_watch.joined(str(data.get("run_id", "")), str(data.get("results_dir") or ""))
     # This worker's own llm_request points (tagged with its id); spooled locally if InfluxDB is down.
     spool = Path("llmload-spool") / str(data.get("run_id", "run")) / str(runner.client_id)
     st.sink = make_sink(sc, str(data.get("run_id", "run")), spool, str(runner.client_id), run.collector)
@@ -82,6 +102,14 @@ def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
     if d is not None and d.get("run_id") == data.get("run_id"):  # a step of this run that came first
         run.apply_step(d["number"], d["t0"], d["run_t0"])
     st.pending_step = None
+
+
+def _announce(runner: Any, target: str, sent: int) -> None:
+    """Worker: request number ``sent`` to ``target`` goes out now (ZeroMQ keeps the order of reports)."""
+    try:
+        runner.send_message(MSG_SENT, {"t": target, "n": sent})
+    except Exception as e:  # noqa: BLE001 - a master that is gone is the watch's business (orphan.py)
+        log.debug("llmload worker: could not announce a request: %s", e)
 
 
 def _on_drain_message(environment: Any, msg: Any, **_: Any) -> None:
@@ -116,17 +144,34 @@ def send_scenario(c: Conductor, runner: Any) -> None:
     if not assigned:
         return
     payload = scenario_payload(c.sc)
-    for cid, k in assigned:
-        data = {
-            "scenario": payload,
-            "source": c.sc.source,
-            "slot": k,
-            "count": c.fleet.count,
-            "generation": c.fleet.generation - 1,
-            "run_id": c.run_id,
-            "sims": list(c.resolved.sim_targets),
-        }
-        runner.send_message(MSG_SCENARIO, data, client_id=cid)
+    for cid, _ in assigned:
+        runner.send_message(MSG_SCENARIO, _scenario_data(c, cid, payload), client_id=cid)
+
+
+def _scenario_data(c: Conductor, cid: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "scenario": payload,
+        "source": c.sc.source,
+        "slot": c.fleet.slots[cid],
+        "count": c.fleet.count,
+        "generation": c.fleet.given[cid],
+        "run_id": c.run_id,
+        "sims": list(c.resolved.sim_targets),
+        # an orphaned worker on this host spools its records there (orphan.py)
+        "results_dir": str(c.resolved.results_dir.resolve()),
+    }
+
+
+def _on_worker_wants(environment: Any, msg: Any, **_: Any) -> None:
+    """Master: a worker that has just registered its handlers asks for its run. Locust's worker
+    connects before llmload's init registers them, so a scenario sent in between was dropped
+    ("Unknown message type received: llmload_scenario"; measured under load: the worker never
+    ran, and was declared lost 8 s later). One already given a slot gets the same message again."""
+    c = state_of(environment).conductor
+    cid = str(msg.node_id)
+    if c is not None and cid in c.fleet.given:
+        runner = environment.runner
+        runner.send_message(MSG_SCENARIO, _scenario_data(c, cid, scenario_payload(c.sc)), client_id=cid)
 
 
 @on(events.test_stop)
@@ -166,6 +211,12 @@ def _on_worker_reach(environment: Any, msg: Any, **_: Any) -> None:
     st = state_of(environment)
     if st.conductor is not None:
         st.conductor.fleet.readiness.report(msg.node_id, msg.data)
+
+
+def _on_worker_sent(environment: Any, msg: Any, **_: Any) -> None:
+    st = state_of(environment)
+    if st.conductor is not None:
+        st.conductor.fleet.announced(msg.node_id, str(msg.data.get("t")), int(msg.data.get("n", 0)))
 
 
 def _on_worker_left(environment: Any, msg: Any, **_: Any) -> None:

@@ -59,6 +59,7 @@ class Drain:
     def start(self, reason: str) -> None:
         """No new requests; the open streams have ``stop_grace`` seconds to end."""
         self.outcome.stop_reason = self.outcome.stop_reason or reason
+        self.outcome.plan_complete = reason == "plan complete"
         self.deadline = time.time() + self.stop_grace
         self.run.start_draining()
         if self.send is not None:

@@ -2,18 +2,27 @@
 
     fleet = Fleet(outcome, agg, targets, event)   # owned by the Conductor (llmload/locust/conductor.py)
 
-A worker that stops reporting for ``WORKER_LOST_AFTER_S`` seconds, that Locust marks missing, or that
+A worker that stops reporting for ``WORKER_LOST_AFTER_S`` seconds, that Locust drops, or that
 leaves mid-run is lost: what it reported stays, and what it sent and never reported is named in the
 run's outcome (``RunOutcome.lost_workers``, ``reasons``), which this object alone writes for workers.
+
+What a worker sent is known before its next report: each worker announces every request before it
+sends it (``MSG_SENT``, the worker's running count per target). Counted from reports alone, a worker
+SIGKILLed mid-run was charged with its streams in flight at its last report only: ``unaccounted``
+said 2 when 4 requests were lost (3 of 3 runs), the other 2 sent in the seconds after that report.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+import gevent
+
+from llmload.base.exitcodes import EXIT_INPUT
 from llmload.locust.readiness import WorkerReadiness
 from llmload.measure.runstate import Aggregator
 from llmload.results.run_outcome import RunOutcome
@@ -22,6 +31,10 @@ from llmload.schema.results_model import LostWorker
 log = logging.getLogger("llmload")
 
 WORKER_LOST_AFTER_S = 8.0
+# Checks come every tick (1 s) or every 0.2 s while draining: a gap this long means the master itself was
+# frozen, and the reports of that time still wait in its socket (the worker's side: orphan.STALL_S)
+FROZEN_S = 3.0
+MSG_SENT = "llmload_sent"  # worker -> master, before each request: {"t": target, "n": sent so far}
 
 
 class Fleet:
@@ -43,6 +56,8 @@ class Fleet:
         self.slots: dict[str, int] = {}
         self.count = 0
         self.generation = 0  # how many times workers were given the scenario (the start, late joiners)
+        self.given: dict[str, int] = {}  # worker -> the generation it was given the scenario in
+        self.checked = 0.0  # when check() last ran
 
     def assign(self, ids: list[str]) -> list[tuple[str, int]]:
         """A slot of the plan for each worker that has none (k of n; -1: none free).
@@ -63,6 +78,7 @@ class Fleet:
         for cid in new:
             k = free.pop(0) if free else -1
             self.slots[cid] = k
+            self.given[cid] = self.generation - 1
             self.last_seen.setdefault(cid, time.time())
             if self.generation > 1:
                 joined = (
@@ -85,6 +101,22 @@ class Fleet:
             why = f"every worker was lost before the start ({', '.join(lost)})"
         return why
 
+    def ready_to_start(self, env: Any) -> bool:
+        """Before step 0: has every worker reached every target (readiness.py)? When they cannot, say why
+        once, exit 2 as a target not ready in a local run does, and quit: nothing was sent."""
+        if self.outcome.not_ready is not None:
+            return False
+        why = self.why_not_ready()
+        if why is None:
+            return self.readiness.ready(self.live())
+        self.outcome.not_ready = why
+        print(f"llmload: {why}; nothing was sent", file=sys.stderr, flush=True)
+        env.process_exit_code = EXIT_INPUT
+        runner = env.runner
+        headless = bool(getattr(env.parsed_options, "headless", True))
+        gevent.spawn(runner.quit if headless else runner.stop)  # not from this greenlet: the runner's own
+        return False
+
     def leaving(self, wid: str, reason: str, in_flight: int) -> None:
         """A worker was told to stop (departure.py): it drains its streams, then reports them."""
         self.event(
@@ -93,6 +125,13 @@ class Fleet:
         log.warning(
             "llmload: worker %s leaving (%s); waiting for its %d in-flight stream(s)", wid, reason, in_flight
         )
+
+    def announced(self, worker: str, target: str, sent: int) -> None:
+        """A worker is sending its ``sent``-th request to ``target`` (reports carry the same count)."""
+        if self.outcome.lost(worker) or target not in self.targets:
+            return
+        counts = self.agg.sent.setdefault(worker, {})
+        counts[target] = max(counts.get(target, 0), sent)
 
     def reported(self, worker: str) -> bool:
         """A worker's report arrived: True when its figures count (it was not counted out)."""
@@ -116,15 +155,22 @@ class Fleet:
         self.lose(worker, time.time(), f"left mid-run ({reason})")
 
     def check(self, now: float, runner: Any) -> None:
-        """Count out every worker Locust's master ``runner`` marks missing or that stopped reporting."""
+        """Count out every worker that stopped reporting, or that Locust's master ``runner`` dropped.
+
+        Locust's own "missing" (about 4 s without a heartbeat) is not enough: a worker frozen that
+        long on a busy host comes back ("self-healed") with every record, and a worker counted out
+        has its later reports ignored. Report silence (``WORKER_LOST_AFTER_S``) decides.
+        """
+        gap, self.checked = (now - self.checked if self.checked else 0.0), now
+        if gap > FROZEN_S:  # silence counts only while the master was awake: judge after reading the reports
+            self.last_seen = {w: seen + gap for w, seen in self.last_seen.items()}
+            return
         clients = getattr(runner, "clients", {})
         clients = clients if hasattr(clients, "get") else {}
         for wid, seen in list(self.last_seen.items()):
             if self.outcome.lost(wid):
                 continue
-            c = clients.get(wid)
-            missing = c is None or getattr(c, "state", "") == "missing"
-            if missing or now - seen > WORKER_LOST_AFTER_S:
+            if clients.get(wid) is None or now - seen > WORKER_LOST_AFTER_S:
                 self.lose(wid, now, "stopped reporting")
 
     def lose(self, wid: str, now: float, why: str) -> None:

@@ -59,6 +59,7 @@ class Host(Protocol):
     def outcome(self) -> RunOutcome: ...
 
     def pull(self) -> None: ...
+    def results_failed(self) -> None: ...
 
 
 def live_row(agg: Aggregator, target: str) -> dict[str, Any]:
@@ -155,6 +156,8 @@ class Intervals:
                     log.warning("llmload: sink interval failed: %s", e)
             prog[t] = live
         c.results.flush()
+        if c.results.full is not None:
+            c.results_failed()
         if c.progress and progress and c.state != "init":  # not while workers check the targets
             sys.stderr.write(progress_line(now - (c.outcome.run_t0 or c.outcome.started_at), prog) + "\n")
             sys.stderr.flush()

@@ -15,21 +15,25 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from llmload.locust.livecharts import ChartSeries
 from llmload.measure.histogram import percentile
 from llmload.measure.livewindow import WINDOW_S
+from llmload.measure.metrics import TargetStats
 from llmload.measure.records import FAILURE_CLASSES
 from llmload.measure.runstate import Aggregator
-from llmload.schema.results_model import Summary
+from llmload.schema.results_model import Summary, TargetBlock, latency
 
 # req/s and TPOT: the requests that ended in the last WINDOW_S seconds (as the live window's)
+CUT: Final = "aborted"  # a stream llmload cut itself (Stop, a signal, stop_grace): the "Cut by Stop" column
+SHOWN_FAILURES = tuple(c for c in FAILURE_CLASSES if c != CUT)  # the Failures column's classes
 KEEP_S = 60.0  # request lines kept per target (older ones are dropped)
 
 # (key, title): the table's columns, in order; the CSV uses the same keys.
 COLUMNS: list[tuple[str, str]] = [
     ("target", "Target"),
+    ("engine", "Engine"),  # the target's kind, or "simulated engine (profile X)" (locust/webui_hooks.py)
     ("users", "Users"),
     ("in_flight", "Streams in flight"),
     ("requests", "Requests"),
@@ -42,6 +46,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("tpot_p50_ms", "TPOT p50 (ms)"),
     ("failures", "Failures"),
     ("failures_by_class", "Failures by class"),
+    ("cut", "Cut by Stop"),  # streams llmload cut when the test stopped (status aborted): no failure
     ("loop_lag_p99_ms", "Loop lag p99 (ms)"),
 ]
 
@@ -128,6 +133,8 @@ class LiveView:
                     for c, n in st.by_class.items():
                         if n and c in FAILURE_CLASSES:
                             by_class[t][c] = by_class[t].get(c, 0) + n
+        cut = {t: fails.pop(CUT, 0) for t, fails in by_class.items()}
+        window = agg.window(exclude_warmup=False)
         out = []
         for t in self.targets:
             last = self.last_interval.get(t, {})
@@ -150,10 +157,40 @@ class LiveView:
                     "tpot_p50_ms": win["tpot_p50_ms"],
                     "failures": sum(fails.values()),
                     "failures_by_class": dict(sorted(fails.items())),
+                    "cut": cut[t],
                     "loop_lag_p99_ms": last.get("loop_lag_p99_ms"),
+                    **_reasoning_live(window.get(t)),
                 }
             )
         return out
+
+
+def _reasoning_live(st: TargetStats | None) -> dict[str, Any]:
+    """A target's reasoning figures so far (warm-up included), only when it streamed reasoning."""
+    if st is None or not st.has_reasoning:
+        return {}
+    ttfo = st.histograms["ttfo"].summary_ms()
+    return {
+        "ttfo_p50_ms": ttfo["p50"],
+        "ttfo_p99_ms": ttfo["p99"],
+        "reasoning_tokens": st.reasoning_tokens,
+        "answer_tokens": st.answer_tokens,
+        "no_answer": st.by_class.get("no_answer", 0),
+    }
+
+
+def reasoning_line(rows: list[dict[str, Any]]) -> str:
+    """The LLM tab's reasoning line (docs/webui.md), '' when no target streamed reasoning."""
+    parts = []
+    for r in rows:
+        if "reasoning_tokens" not in r:
+            continue
+        ttfo = "-" if r["ttfo_p50_ms"] is None else f"{r['ttfo_p50_ms']:,.0f}"
+        parts.append(
+            f"{r['target']}: TTFO p50 {ttfo} ms, reasoning {r['reasoning_tokens']:,} / "
+            f"answer {r['answer_tokens']:,} tok, no answer {r['no_answer']}"
+        )
+    return ("reasoning: " + "; ".join(parts)) if parts else ""
 
 
 def rows_from_summary(summary: Summary, targets: list[str]) -> list[dict[str, Any]]:
@@ -164,7 +201,7 @@ def rows_from_summary(summary: Summary, targets: list[str]) -> list[dict[str, An
         if s is None:
             continue
         lat, thr = s.latency_ms, s.throughput
-        fails = {c: n for c, n in s.requests.by_class.items() if n and c in FAILURE_CLASSES}
+        fails = {c: n for c, n in s.requests.by_class.items() if n and c in SHOWN_FAILURES}
         out.append(
             {
                 "target": t,
@@ -180,10 +217,26 @@ def rows_from_summary(summary: Summary, targets: list[str]) -> list[dict[str, An
                 "tpot_p50_ms": lat["tpot"].p50,
                 "failures": sum(fails.values()),
                 "failures_by_class": dict(sorted(fails.items())),
+                "cut": s.requests.by_class.get(CUT, 0),
                 "loop_lag_p99_ms": summary.run.client.loop_lag_ms.p99,
+                **_reasoning_final(s),
             }
         )
     return out
+
+
+def _reasoning_final(s: TargetBlock) -> dict[str, Any]:
+    r = s.tokens.reasoning
+    if r is None:
+        return {}
+    ttfo = latency(s, "ttfo")
+    return {
+        "ttfo_p50_ms": ttfo.p50,
+        "ttfo_p99_ms": ttfo.p99,
+        "reasoning_tokens": r.reasoning,
+        "answer_tokens": r.answer,
+        "no_answer": s.requests.by_class.get("no_answer", 0),
+    }
 
 
 # --- presentation ----------------------------------------------------------------------------
@@ -212,11 +265,11 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     keys = [k for k, _ in COLUMNS if k != "failures_by_class"]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(keys + [f"failures_{c}" for c in FAILURE_CLASSES])
+    w.writerow(keys + [f"failures_{c}" for c in SHOWN_FAILURES])
     for r in rows:
         fails = r.get("failures_by_class") or {}
         w.writerow(
-            ["" if r.get(k) is None else r.get(k) for k in keys] + [fails.get(c, 0) for c in FAILURE_CLASSES]
+            ["" if r.get(k) is None else r.get(k) for k in keys] + [fails.get(c, 0) for c in SHOWN_FAILURES]
         )
     return buf.getvalue()
 

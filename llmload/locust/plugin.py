@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from locust import events
-from locust import runners as locust_runners
 from locust.runners import MasterRunner, WorkerRunner
 
 from llmload.base.exitcodes import EXIT_INPUT
@@ -32,6 +31,7 @@ from llmload.locust.conductor import Conductor, PlanShape
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import Departure
 from llmload.locust.hooks import on
+from llmload.locust.orphan import MasterWatch
 from llmload.locust.signals import RunSignals
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import (
@@ -47,10 +47,6 @@ from llmload.results.rebuild import RUN_INFO, run_info
 from llmload.schema.results_model import SelfTest
 
 log = logging.getLogger("llmload")
-
-# A worker whose master vanished stops after this many seconds without a heartbeat
-# (Locust's default is 60 s). Override with LLMLOAD_MASTER_TIMEOUT.
-locust_runners.MASTER_HEARTBEAT_TIMEOUT = int(os.environ.get("LLMLOAD_MASTER_TIMEOUT", "15"))
 
 
 @on(events.init_command_line_parser)
@@ -72,11 +68,18 @@ def _add_arguments(parser: Any) -> None:
     grp.add_argument(
         "--allow-worker-loss", action="store_true", default=False, help="exit 0 when a worker is lost"
     )
-    grp.add_argument("--llm-quiet", action="store_true", default=False, help="no live progress lines")
+    grp.add_argument(  # headless only: the web UI's form does not show it
+        "--llm-quiet",
+        action="store_true",
+        default=False,
+        include_in_web_ui=False,
+        help="no live progress lines",
+    )
     grp.add_argument(
         "--llm-no-reports", action="store_true", default=False, help="skip HTML/Markdown/JUnit reports"
     )
-    grp.add_argument("--llm-run", default="", help=argparse.SUPPRESS)  # llmload run's Handoff file
+    # llmload run's Handoff file: internal, not in the form
+    grp.add_argument("--llm-run", default="", include_in_web_ui=False, help=argparse.SUPPRESS)
 
 
 def _stop_unstarted(st: ProcessState) -> None:
@@ -123,6 +126,7 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
     if isinstance(runner, WorkerRunner):
         Departure(environment, run=lambda: st.run).install()  # after the runner's: it runs first
         watch_master(environment, started=lambda: st.run is not None)
+        st.master_watch = MasterWatch(environment, run=lambda: st.run).install()  # orphan.py
         return
     if isinstance(runner, MasterRunner):
         watch_workers(
@@ -172,6 +176,9 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
         send_scenario=distribution.send_scenario if distributed else None,
     )
     conductor.results.write_json(RUN_INFO, run_info(sc, run_id, mode, time.time()))
+    for note in run.source.notes:  # a trace sorted: said once, here and in events.jsonl
+        print(f"llmload: note: {note}", file=sys.stderr, flush=True)
+        conductor.event("warning", note)
     st.run, st.conductor = run, conductor
     conductor.record_selftest(
         capacity_selftest(conductor, int(options.expect_workers or 1) if distributed else 1)

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmload.base.children import spawn, stop
 from llmload.base.cores import worker_count
+from llmload.base.early_signals import exit_at_once, exit_cleanly, on_early_signals, signals_held
+from llmload.base.exitcodes import EXIT_SIGINT, EXIT_SIGTERM
+from llmload.base.ports import quiet_port
 from llmload.base.usage import ArgParser
 from llmload.config.yamlsrc import InputError
+from llmload.sinks.results import check_results_dir
 
 if TYPE_CHECKING:
     from llmload.config.influx_config import InfluxConfig
@@ -109,22 +113,6 @@ def check_targets_option(value: str, names: list[str]) -> None:
         )
 
 
-def check_results_dir(path: str) -> None:
-    """--results must be a directory that exists or can be created (nothing is created here)."""
-    from pathlib import Path
-
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise InputError(f"--results {path}: exists and is not a directory")
-    parent = p
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InputError(f"--results {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"--results {path}: cannot create it: {parent} is not writable")
-
-
 def check_port_free(option: str, host: str, port: int) -> None:
     """A port another process holds is one line and exit 2, not Locust's tracebacks after start-up."""
     import socket
@@ -137,15 +125,8 @@ def check_port_free(option: str, host: str, port: int) -> None:
         raise InputError(f"{option} {port}: cannot listen on {host}:{port}: {e.strerror}") from None
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_command(cmd: str, argv: list[str]) -> int:
+    on_early_signals(exit_at_once)
     ap = _parser(cmd)
     a, extra = ap.parse_known_args(argv)
     if a.sim:
@@ -168,6 +149,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
         sc = sc.model_copy(update={"influx": influx})
     for s in sets:
         largs += ["--set", s]
+    on_early_signals(exit_cleanly)  # from here something is made: the finally below removes it
     handoff = _handoff(sc, (a.scenario, tuple(sets), a.targets))
     largs += ["--llm-run", str(handoff)]
     workers = getattr(a, "workers", 0)
@@ -181,18 +163,40 @@ def run_command(cmd: str, argv: list[str]) -> int:
             f"llmload: web UI at http://{host}:{a.web_port}/ (the LLM tab; Ctrl-C ends it)", file=sys.stderr
         )
     if cmd == "master" or workers or getattr(a, "expect_workers", 0):
-        port = a.master_bind_port or _free_port()
+        port = a.master_bind_port or quiet_port()
         expect = a.expect_workers or workers or 1
         largs += ["--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port)]
         largs += ["--expect-workers", str(expect)]
         procs = [_spawn_worker("127.0.0.1", port) for _ in range(workers)]
+    code = 1
     try:
-        return _locust_main(largs + extra)
+        code = _locust_main(largs + extra)
+        return code
+    except SystemExit as e:  # exit_cleanly, before Locust's main ran (its import)
+        code = e.code if isinstance(e.code, int) else 1
+        raise
     finally:
-        for p in procs:
-            stop(p, 5.0, grace_s=15.0)  # a worker ends by itself once its master quits
+        _stop_workers(procs, signalled=code in (EXIT_SIGINT, EXIT_SIGTERM))
         handoff.unlink(missing_ok=True)
         handoff.parent.rmdir()
+
+
+def _stop_workers(procs: list[subprocess.Popen[bytes]], *, signalled: bool) -> None:
+    """A worker ends by itself once its master quits (15 s at most). After a signal they are drained
+    already, or never started (or connected: they would wait out the heartbeat): 1 s, then SIGTERM."""
+    import time
+
+    deadline = time.monotonic() + (1.0 if signalled else 15.0)
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        stop(p, 5.0)
 
 
 # Locust's options that the scenario decides, and the scenario field that says it instead
@@ -256,7 +260,6 @@ def _llm_options(a: argparse.Namespace) -> list[str]:
 
 def _handoff(sc: Scenario, key: tuple[str, tuple[str, ...], str]) -> Path:
     """The validated scenario, for the plugin in this process (llmload/config/resolved.py's Handoff)."""
-    import tempfile
 
     from llmload.config.resolved import Handoff
 
@@ -301,7 +304,8 @@ def worker_command(argv: list[str]) -> int:
 
 
 def _locust_main(largs: list[str]) -> int:
-    import locust.main
+    with signals_held():  # gevent's monkey-patching must not be cut (llmload/base/held_signals.py)
+        import locust.main
 
     sys.argv = ["locust", *largs]
     try:

@@ -83,6 +83,13 @@ class RunSignals:
                 flush=True,
             )
         c.interrupt(name)
+        if c.state == "done" and not c.written.is_set():
+            print(
+                f"llmload: {name}: the load has ended; finishing the results first, then exit "
+                f"{exit_code_for_signal(c.outcome.interrupted or name)}",
+                file=sys.stderr,
+                flush=True,
+            )
         if first and not self.headless and sig == signal.SIGINT:
             # The web UI's main greenlet is Locust's web server: quit as Locust quits on Ctrl-C; its
             # quitting listener drains first (SIGTERM is Locust's own handler's in this mode).

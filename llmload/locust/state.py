@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from llmload.hosts.targets import Prepared
     from llmload.locust.conductor import Conductor
     from llmload.locust.controller import LLMRun
+    from llmload.locust.orphan import MasterWatch
     from llmload.locust.signals import RunSignals
     from llmload.schema.results_model import Summary
     from llmload.sinks.influx import InfluxSink
@@ -33,6 +34,7 @@ class ProcessState:
     sink: InfluxSink | None = None  # the InfluxDB sink, when the scenario writes there
     preflight: Preflight | None = None  # what the InfluxDB check found at start (summary run.influx)
     pending_step: dict[str, Any] | None = None  # a worker: a step message that came before the scenario
+    master_watch: MasterWatch | None = None  # a worker: its watch over the master (orphan.py)
     exit_code: int | None = None
     summary: Summary | None = None
     signals: RunSignals | None = None

@@ -151,24 +151,31 @@ class TelemetryScraper:
         """Start scraping and wait for the first scrape: the baseline, taken before any load.
 
         Called during readiness, so the child's start-up (an interpreter, httpx, the parsers:
-        about 0.3 s of CPU) does not land on the first requests.
+        about 0.3 s of CPU) does not land on the first requests. The child marks the ready file
+        after its first scrape, rows or none: a target with no /metrics (HTTP 404, said once by the
+        child) does not hold the run for the whole timeout.
         """
         if not self.targets or self.proc is not None:
             return
         import json
-        import sys
+        import os
+        import tempfile
 
-        spec = json.dumps({"out": str(self.out), "interval": self.interval, "targets": self.targets})
+        fd, ready = tempfile.mkstemp(prefix="llmload-scrape-", suffix=".ready")
+        os.close(fd)
+        spec = {"out": str(self.out), "ready": ready, "interval": self.interval, "targets": self.targets}
         # tied: its own session, as a Ctrl-C to the group must not take the last scrape early
-        proc = self.proc = spawn([sys.executable, "-m", "llmload.hosts.scrape", spec], tied=True)
+        proc = self.proc = spawn([sys.executable, "-m", "llmload.hosts.scrape", json.dumps(spec)], tied=True)
 
         def first_scrape() -> bool:  # (or a signal stopped the run, and this scraper, while it started)
-            return self.proc is None or (self.out.exists() and self.out.stat().st_size > 0)
+            return self.proc is None or Path(ready).stat().st_size > 0
 
         try:
             wait_for(proc, first_scrape, first_scrape_timeout_s, what="the /metrics scraper")
         except ChildStartError as e:
-            log.warning("llmload: no telemetry scraped at start: %s", e)
+            print(f"llmload: no telemetry scraped at start: {e}", file=sys.stderr, flush=True)
+        finally:
+            Path(ready).unlink(missing_ok=True)
 
     def stop(self) -> None:
         """SIGTERM: the child takes one last scrape (the counters after the load), then exits."""

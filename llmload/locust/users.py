@@ -10,7 +10,7 @@ Aggregated row and total RPS stay one entry per request).
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol
+from typing import Protocol
 
 import gevent
 from geventhttpclient.url import URL
@@ -30,7 +30,7 @@ class LLMRun(Protocol):
 
     def read_stamps(self, target: str) -> ReadStamps: ...
 
-    def closed_loop_iteration(self, user: Any, transport: GeventTransport) -> None: ...
+    def closed_loop_iteration(self, user: LLMUser, transport: GeventTransport) -> None: ...
 
 
 def class_name(target: str) -> str:

@@ -1,6 +1,6 @@
 """The "LLM" tab of Locust's web UI: live per-target figures from llmload's own measurements.
 
-Usage: the plugin calls ``register(web_ui, rows=..., before_swarm=...)`` from ``events.init``.
+Usage: the plugin calls ``register(web_ui, Feeds(rows=...), before_swarm=...)`` from ``events.init``.
 
 - The tab is Locust 2.x's extension mechanism: ``template_args["extendedTabs"]`` /
   ``["extendedTables"]`` / ``["extendedCsvFiles"]``, and an ``extended_stats`` entry added to
@@ -9,9 +9,13 @@ Usage: the plugin calls ``register(web_ui, rows=..., before_swarm=...)`` from ``
   request lines and interval rows its Aggregator merged (every worker's, in distributed mode),
   never from Locust's rounded statistics.
 - ``GET ./llmload/live`` answers the rows as JSON, ``GET ./llmload/live.csv`` as CSV,
-  ``GET ./llmload/status`` the run's id, state, step, elapsed time, verdict and results directory
-  (shown above the table), and ``GET ./llmload/series`` the status and the charts' bounded time
-  series per target (livecharts.py), which the page polls and draws with livecharts.js.
+  ``GET ./llmload/status`` the run's id, state, step, elapsed time, verdict and results directory,
+  and ``GET ./llmload/series`` all the tab draws from one moment: the status, the charts' bounded
+  time series per target (livecharts.py) with their colours (report/palette.py) and the table's
+  rows. The page polls it every 2 s for as long as it is open and draws it with livetab.js and
+  livecharts.js (its own table: Locust's page stops polling when its header turns STOPPED).
+- ``GET ./llmload/plan?scenario=&targets=&set=`` describes the form's scenario in words
+  (load/planwords.py); livetab.js shows it in place of Locust's users and ramp-up fields.
 - ``before_swarm`` runs before Locust's ``POST /swarm`` handler, so a scenario chosen in the
   start form is loaded (user classes and shape in place) before Locust spawns anything.
 """
@@ -23,6 +27,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,54 +41,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 Handler = Callable[..., Any]  # a Flask view
 
 TAB_KEY = "llm"
-TAB_SCRIPT = """
-(function () {
-  var KEY = %(key)s, CAPTION = %(caption)s, STATUS = "", SERIES = null;
-  function apply() {
-    var onTab = new URLSearchParams(window.location.search).get("tab") === KEY;
-    var box = document.getElementById("llmload-tab-head");
-    if (!onTab) { if (box) box.remove(); return; }
-    var table = document.querySelector(".MuiTableContainer-root");
-    if (!table || (box && box.nextSibling === table)) return;
-    if (box) box.remove();
-    box = document.createElement("div");
-    box.id = "llmload-tab-head";
-    box.style.margin = "8px 0";
-    var cap = document.createElement("span");
-    cap.textContent = CAPTION + " ";
-    var link = document.createElement("a");
-    link.id = "llmload-csv";
-    link.href = "./llmload/live.csv";
-    link.textContent = "Download LLM table CSV";
-    var run = document.createElement("div");
-    run.id = "llmload-run-status";
-    run.style.marginTop = "4px";
-    run.textContent = STATUS;
-    var charts = document.createElement("div");
-    charts.id = "llmload-charts";
-    box.appendChild(cap);
-    box.appendChild(link);
-    box.appendChild(run);
-    box.appendChild(charts);
-    table.parentNode.insertBefore(box, table);
-    if (SERIES) window.llmloadCharts.draw(charts, SERIES);
-  }
-  function poll() {
-    fetch("./llmload/series").then(function (r) { return r.json(); }).then(function (s) {
-      STATUS = (s.status && s.status.line) || "";
-      SERIES = s;
-      var el = document.getElementById("llmload-run-status");
-      if (el) el.textContent = STATUS;
-      var charts = document.getElementById("llmload-charts");
-      if (charts) window.llmloadCharts.draw(charts, SERIES);
-    }).catch(function () {});
-  }
-  setInterval(apply, 500);
-  setInterval(poll, 2000);
-  poll();
-})();
-"""
-
+# The start form: Locust's fields the scenario decides (hidden; the plan is shown in their place),
+# and llmload's options in plain words (Locust titles them from their dests: "Llm Set"). The names
+# are the form's (camelCase; Locust turns them back into the dests).
+FORM_HIDE = ("userCount", "spawnRate", "runTime")
+FORM_LABELS = {
+    "scenario": "Scenario file (YAML)",
+    "llmTargets": "Targets to run (comma-separated; empty: all of the scenario's)",
+    "llmSet": "Scenario overrides (key.path=value, comma-separated)",
+    "llmResults": "Results directory (empty: the scenario's output.dir / run id)",
+    "allowWorkerLoss": "A lost worker degrades the run but still exits 0",
+    "llmNoReports": "Skip the HTML, Markdown and JUnit reports",
+}
+FORM_SECTION = "llmload options"
 CAPTION = (
     f"llmload's exact figures per target. While a test runs: output tok/s from tokens as they streamed, "
     f"over the last {WINDOW_S:g} s; TTFT (at each first token) and ITL (at each request's end) over the last "
@@ -91,15 +61,23 @@ CAPTION = (
     "loop lag from the last reporting interval; requests and failures since the start (warm-up included). "
     "Once it stopped: the final figures of summary.json (warm-up excluded)."
 )
-CHARTS_JS = Path(__file__).with_name("livecharts.js")
+SCRIPTS = (Path(__file__).with_name("livecharts.js"), Path(__file__).with_name("livetab.js"))
+
+
+@dataclass(frozen=True)
+class Feeds:
+    """Where the tab's routes get what they answer (llmload/locust/webui_hooks.py gives them)."""
+
+    rows: Callable[[], list[dict[str, Any]]]  # the table's rows (liveview.py)
+    status: Callable[[], dict[str, Any]] | None = None  # the run's status line and state
+    series: Callable[[], dict[str, Any]] | None = None  # the charts' points, colours and target order
+    plan: Callable[[dict[str, str]], dict[str, Any]] | None = None  # the start form's plan in words
 
 
 def register(
     web_ui: Any,
-    rows: Callable[[], list[dict[str, Any]]],
+    feeds: Feeds,
     before_swarm: Callable[[dict[str, str]], str | None] | None = None,
-    status: Callable[[], dict[str, Any]] | None = None,
-    series: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """Add the LLM tab, its JSON/CSV routes and the start-form hook to Locust's web UI."""
     from flask import Blueprint
@@ -116,21 +94,17 @@ def register(
     bp = Blueprint("llmload", __name__, url_prefix=prefix or None)
     auth: Callable[[F], F] = web_ui.auth_required_if_enabled
     app: Flask = web_ui.app
-    _add_routes(bp, auth, rows, status, series)
+    _add_routes(bp, auth, feeds)
     app.register_blueprint(bp)
     _require_password(app)
-    _add_hooks(app, web_ui, rows, before_swarm)
+    _add_hooks(app, web_ui, feeds.rows, before_swarm)
 
 
-def _add_routes(
-    bp: Blueprint,
-    auth: Callable[[Handler], Handler],
-    rows: Callable[[], list[dict[str, Any]]],
-    status: Callable[[], dict[str, Any]] | None,
-    series: Callable[[], dict[str, Any]] | None,
-) -> None:
+def _add_routes(bp: Blueprint, auth: Callable[[Handler], Handler], feeds: Feeds) -> None:
     """The tab's JSON, CSV and script routes."""
-    from flask import Response, jsonify, make_response
+    from flask import Response, jsonify, make_response, request
+
+    rows, status, series, plan = feeds.rows, feeds.status, feeds.series, feeds.plan
 
     @bp.route("/llmload/live")
     @auth
@@ -146,9 +120,19 @@ def _add_routes(
     @bp.route("/llmload/series")
     @auth
     def live_series() -> Response:
-        """The charts' data: the run's status and, per target, its last points (livecharts.py)."""
+        """Everything the tab draws, from one moment: the run's status, the charts' points per target
+        (livecharts.py) and the table's rows, so they never disagree (all final once it stopped)."""
         data = series() if series is not None else {"fields": [], "targets": {}}
-        return jsonify({"status": status() if status is not None else {}, **data})
+        columns = [{"key": k, "title": t} for k, t in COLUMNS]
+        table = {"columns": columns, "rows": display_rows(rows())}
+        return jsonify({"status": status() if status is not None else {}, **data, **table})
+
+    @bp.route("/llmload/plan")
+    @auth
+    def form_plan() -> Response:
+        """The start form's plan: the scenario it names, in words (or the one line saying what is wrong)."""
+        args = {k: request.args.get(k, "") for k in ("scenario", "targets", "set")}
+        return jsonify(plan(args) if plan is not None else {"lines": []})
 
     @bp.route("/llmload/live.csv")
     @auth
@@ -162,8 +146,15 @@ def _add_routes(
     @bp.route("/llmload/tab.js")
     @auth
     def tab_js() -> Response:
-        tab = TAB_SCRIPT % {"key": json.dumps(TAB_KEY), "caption": json.dumps(CAPTION)}
-        resp = make_response(CHARTS_JS.read_text(encoding="utf-8") + tab)
+        cfg = {
+            "key": TAB_KEY,
+            "caption": CAPTION,
+            "labels": FORM_LABELS,
+            "hide": FORM_HIDE,
+            "section": FORM_SECTION,
+        }
+        head = f"window.llmloadTab = {json.dumps(cfg)};\n"
+        resp = make_response(head + "".join(p.read_text(encoding="utf-8") for p in SCRIPTS))
         resp.headers["Content-Type"] = "application/javascript"
         return resp
 

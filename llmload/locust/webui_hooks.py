@@ -12,12 +12,13 @@ from typing import Any
 from locust import events
 from locust.runners import WorkerRunner
 
+from llmload.config.simulated import simulated_targets
 from llmload.config.yamlsrc import InputError
 from llmload.locust.conclude import discard_unstarted, finish_run
 from llmload.locust.hooks import on
-from llmload.locust.plugin import setup
+from llmload.locust.liveview import reasoning_line
+from llmload.locust.plugin import load_for_options, setup
 from llmload.locust.state import ProcessState, state_of
-from llmload.report.simulated import simulated_targets
 
 
 @on(events.init)
@@ -31,13 +32,37 @@ def _webui_on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) 
     if st.conductor is not None and opts is not None:
         st.web_loaded = _webui_key(opts, opts.scenario, opts.llm_targets)
         st.web_last = st.conductor
-    webui.register(
-        web_ui,
+    feeds = webui.Feeds(
         rows=lambda: _webui_rows(st),
-        before_swarm=lambda form: webui_before_swarm(environment, form),
         status=lambda: _webui_status(st),
         series=lambda: _webui_series(st),
+        plan=lambda args: webui_plan(environment, args),
     )
+    webui.register(web_ui, feeds, before_swarm=lambda form: webui_before_swarm(environment, form))
+
+
+def webui_plan(environment: Any, args: dict[str, str]) -> dict[str, Any]:
+    """The start form's plan: ``{"lines": [...]}`` for the scenario, targets and overrides it names,
+    or ``{"error": one line}`` (the same line Start would refuse with)."""
+    from types import SimpleNamespace
+
+    from llmload.load.planwords import plan_words
+    from llmload.locust.webui import split_list_value
+
+    opts = environment.parsed_options
+    scenario = args.get("scenario", "").strip() or (getattr(opts, "scenario", "") or "")
+    if not scenario:
+        return {"error": "no scenario yet: enter a scenario file under llmload options"}
+    ns = SimpleNamespace(
+        scenario=scenario,
+        llm_set=split_list_value(args.get("set", "")),
+        llm_targets=args.get("targets", ""),
+        llm_run=getattr(opts, "llm_run", ""),
+    )
+    try:
+        return {"lines": plan_words(load_for_options(ns))}
+    except InputError as e:
+        return {"error": f"llmload: {e}"}
 
 
 def _webui_status(st: ProcessState) -> dict[str, Any]:
@@ -57,8 +82,15 @@ def _webui_status(st: ProcessState) -> dict[str, Any]:
     )
     line = f"run {c.run_id}: {verdict if verdict else state}{where}; results: {c.results.dir}"
     sims = simulated_targets(t.model_dump(mode="json") for t in c.run.sc.targets)
-    if sims:  # a demo's figures must not read as real engines (report/simulated.py)
+    if sims:  # a demo's figures must not read as real engines (config/simulated.py)
         line += "; " + "; ".join(s.line() for s in sims.values())
+    rows = c.live_view().rows(c.agg)
+    cut = sum(r.get("cut", 0) for r in rows)
+    if cut:  # cut streams are no failures (liveview.py's "Cut by Stop"); Locust's header does not count them
+        line += f"; {cut} stream{'s' if cut != 1 else ''} cut by Stop (not failures)"
+    reasoning = reasoning_line(rows)
+    if reasoning:  # only a run that streamed reasoning: a classic run's line is as it was
+        line += "; " + reasoning
     return {
         "run_id": c.run_id,
         "state": state,
@@ -69,20 +101,32 @@ def _webui_status(st: ProcessState) -> dict[str, Any]:
         "verdict": verdict,
         "results_dir": str(c.results.dir),
         "simulated": {name: s.label for name, s in sims.items()},
+        "cut": cut,
         "line": line,
     }
 
 
 def _webui_series(st: ProcessState) -> dict[str, Any]:
     """The LLM tab's charts: the run's bounded time series per target (livecharts.py)."""
+    from llmload.report.palette import target_colours
+
     c = st.conductor or st.web_last
     charts = c.live_view().charts if c is not None else None
-    return charts.to_json() if charts is not None else {"fields": [], "targets": {}}
+    order = c.live_view().targets if c is not None else []
+    data = charts.to_json() if charts is not None else {"fields": [], "targets": {}}
+    # the scenario's order and report.html's colours (JSON objects come back with sorted keys)
+    return {**data, "order": order, "colours": target_colours(order)}
 
 
 def _webui_rows(st: ProcessState) -> list[dict[str, Any]]:
+    """The LLM table's rows, each with its engine: the target's kind, or "simulated engine (profile X)"."""
     c = st.conductor or st.web_last
-    return c.live_view().rows(c.agg) if c is not None else []
+    if c is None:
+        return []
+    targets = [t.model_dump(mode="json") for t in c.run.sc.targets]
+    sims = simulated_targets(targets)
+    engines = {t["name"]: sims[t["name"]].label if t["name"] in sims else t["kind"] for t in targets}
+    return [{**r, "engine": engines.get(r["target"], "")} for r in c.live_view().rows(c.agg)]
 
 
 def webui_before_swarm(environment: Any, form: dict[str, str]) -> str | None:

@@ -31,7 +31,7 @@ MEAN_TOLERANCE_MS = 5.0
 RATE_TOLERANCE_PCT = 3.0
 
 
-def _series(rows: Iterable[TelemetryRow], target: str) -> dict[str, list[tuple[float, float]]]:
+def target_series(rows: Iterable[TelemetryRow], target: str) -> dict[str, list[tuple[float, float]]]:
     out: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         if r.target == target and r.source == "engine":
@@ -84,7 +84,7 @@ def server_agreement(
     streamed_all_in_window: bool,
 ) -> Agreement | None:
     """The agreement rows for one target, or None when its /metrics was never scraped twice."""
-    s = _series(telemetry, target)
+    s = target_series(telemetry, target)
     if not s:
         return None
     scrapes = max((len(p) for p in s.values()), default=0)

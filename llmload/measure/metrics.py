@@ -25,7 +25,16 @@ LATENCY_METRICS: tuple[str, ...] = (
     "ttft_from_intended",
     "e2e_from_intended",
     "schedule_lag",
+    "ttfo",
+    "itl_reasoning",
+    "itl_answer",
+    "tpot_reasoning",
+    "tpot_answer",
 )
+# Reasoning models' figures (docs/metrics.md): in a block only when the window had reasoning tokens.
+# TTFO is recorded for every successful request (without reasoning it is the TTFT).
+REASONING_METRICS: tuple[str, ...] = ("ttfo", "itl_reasoning", "itl_answer", "tpot_reasoning", "tpot_answer")
+_OPEN_LOOP = frozenset(("ttft_from_intended", "e2e_from_intended", "schedule_lag"))
 
 
 @dataclass
@@ -40,6 +49,10 @@ class TargetStats:
     prompt_tokens_client: int = 0  # llmload's own count of the prompt text it sent
     output_tokens: int = 0
     output_tokens_approx: bool = False
+    reasoning_tokens: int = 0  # of output_tokens
+    answer_tokens: int = 0  # of output_tokens, requests with reasoning only
+    reasoning_tokens_approx: bool = False  # some came from chunk kinds, not the server's usage
+    reasoning_requests: int = 0  # requests that streamed reasoning
     first_start: float | None = None  # epoch of the earliest request start seen
     last_end: float | None = None  # epoch of the latest request end seen
 
@@ -60,8 +73,12 @@ class TargetStats:
         lag = rec.schedule_lag_s
         if lag is not None:
             h["schedule_lag"].record(lag)
+        if rec.has_reasoning:
+            self._add_reasoning(rec)
         if not rec.ok:
             return
+        if rec.ttfo_s is not None:
+            h["ttfo"].record(rec.ttfo_s)
         if rec.ttft_s is not None:
             h["ttft"].record(rec.ttft_s)
             if lag is not None:
@@ -81,6 +98,28 @@ class TargetStats:
             for gap, k in zip(rec.itl_s, rec.itl_tokens, strict=False):
                 if k > 0:
                     itl_pt.record(gap / k)
+
+    def _add_reasoning(self, rec: RequestRecord) -> None:
+        self.reasoning_requests += 1
+        self.reasoning_tokens += rec.reasoning_tokens
+        self.answer_tokens += rec.answer_tokens
+        if rec.reasoning_tokens_source != "usage":
+            self.reasoning_tokens_approx = True
+        if not rec.ok:
+            return
+        h = self.histograms
+        for name, x in (("tpot_reasoning", rec.reasoning_tpot_s), ("tpot_answer", rec.answer_tpot_s)):
+            if x is not None:
+                h[name].record(x)
+        reasoning_gaps, answer_gaps = rec.phase_gaps()
+        for name, gaps in (("itl_reasoning", reasoning_gaps), ("itl_answer", answer_gaps)):
+            hist = h[name]
+            for gap in gaps:
+                hist.record(gap)
+
+    @property
+    def has_reasoning(self) -> bool:
+        return self.reasoning_requests > 0
 
     @property
     def requests(self) -> int:
@@ -103,6 +142,10 @@ class TargetStats:
         self.prompt_tokens_client += other.prompt_tokens_client
         self.output_tokens += other.output_tokens
         self.output_tokens_approx = self.output_tokens_approx or other.output_tokens_approx
+        self.reasoning_tokens += other.reasoning_tokens
+        self.answer_tokens += other.answer_tokens
+        self.reasoning_tokens_approx = self.reasoning_tokens_approx or other.reasoning_tokens_approx
+        self.reasoning_requests += other.reasoning_requests
         if other.first_start is not None and (
             self.first_start is None or other.first_start < self.first_start
         ):
@@ -111,7 +154,7 @@ class TargetStats:
             self.last_end = other.last_end
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        out = {
             "h": {m: hist.to_wire() for m, hist in self.histograms.items() if hist.count},
             "c": {c: n for c, n in self.by_class.items() if n},
             "pt": self.prompt_tokens,
@@ -121,6 +164,10 @@ class TargetStats:
             "fs": self.first_start,
             "le": self.last_end,
         }
+        if self.reasoning_requests:
+            out["r"] = [self.reasoning_requests, self.reasoning_tokens, self.answer_tokens]
+            out["ra"] = self.reasoning_tokens_approx
+        return out
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> TargetStats:
@@ -133,6 +180,9 @@ class TargetStats:
         ts.prompt_tokens_client = d.get("pc", 0)
         ts.output_tokens = d.get("ot", 0)
         ts.output_tokens_approx = bool(d.get("oa", False))
+        if "r" in d:
+            ts.reasoning_requests, ts.reasoning_tokens, ts.answer_tokens = d["r"]
+            ts.reasoning_tokens_approx = bool(d.get("ra", False))
         ts.first_start = d.get("fs")
         ts.last_end = d.get("le")
         return ts
@@ -142,7 +192,9 @@ class TargetStats:
         out: dict[str, Any] = {}
         for m in LATENCY_METRICS:
             hist = self.histograms.get(m) or Histogram()
-            if m in ("ttft_from_intended", "e2e_from_intended", "schedule_lag") and hist.count == 0:
+            if m in REASONING_METRICS and not self.has_reasoning:
+                continue  # a run without reasoning shows what it always showed
+            if m in _OPEN_LOOP and hist.count == 0:
                 continue
             out[m] = hist.summary_ms()
         return out

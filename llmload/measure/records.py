@@ -22,6 +22,7 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "truncated",  # the stream ended without [DONE] and without a finish_reason
     "malformed",  # a data line that is not valid JSON / not a completion chunk
     "empty",  # the stream completed but the server generated no token (usage 0, or no token chunk)
+    "no_answer",  # reasoning tokens and not one answer token (reasoning used the whole budget)
     "aborted",  # cut by llmload itself (test stopped and the grace time ran out)
 )
 STATUS_CLASSES: tuple[str, ...] = (OK, *FAILURE_CLASSES)
@@ -58,6 +59,13 @@ class RequestRecord:
     empty_chunks: int = 0  # of which carried empty text (a token decoding to "": still a token)
     coalesced_reads: int = 0  # reads that brought several token-bearing chunks (llmload/measure/stamps.py)
     first_coalesced: bool = False  # the first token came in one of those reads (TTFT may be late by a gap)
+    ttfo_s: float | None = None  # actual send -> first answer chunk (content or tool call): TTFO
+    reasoning_tokens: int = 0  # of output_tokens (docs/metrics.md: reasoning models)
+    answer_tokens: int = 0  # output_tokens - reasoning_tokens
+    reasoning_tokens_source: str = "chunks"  # usage (completion_tokens_details) | chunks
+    reasoning_chunks: int = 0  # token-bearing chunks whose token was reasoning
+    reasoning_end_s: float | None = None  # actual send -> the last reasoning chunk
+    answer_split: int | None = None  # token chunks before the first answer chunk (ITL by phase)
     finish_reason: str | None = None
     error: str | None = None  # short, secret-free description of the failure
     retry_after_s: float | None = None  # the server's Retry-After on an HTTP error (429, 503)
@@ -92,6 +100,32 @@ class RequestRecord:
         if self.ttft_s is None or self.e2e_s is None or self.output_tokens < 2:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    @property
+    def has_reasoning(self) -> bool:
+        return self.reasoning_tokens > 0 or self.reasoning_chunks > 0
+
+    @property
+    def reasoning_tpot_s(self) -> float | None:
+        """(last reasoning chunk - TTFT) / (reasoning_tokens - 1), with at least two reasoning tokens."""
+        if self.ttft_s is None or self.reasoning_end_s is None or self.reasoning_tokens < 2:
+            return None
+        return (self.reasoning_end_s - self.ttft_s) / (self.reasoning_tokens - 1)
+
+    @property
+    def answer_tpot_s(self) -> float | None:
+        """(E2E - TTFO) / (answer_tokens - 1), with at least two answer tokens."""
+        if self.ttfo_s is None or self.e2e_s is None or self.answer_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttfo_s) / (self.answer_tokens - 1)
+
+    def phase_gaps(self) -> tuple[list[float], list[float]]:
+        """ITL within each phase: (gaps between reasoning chunks, gaps between answer chunks); the
+        gap from the last reasoning chunk to the first answer chunk belongs to neither."""
+        split = self.answer_split
+        if split is None:
+            return self.itl_s, []
+        return self.itl_s[: max(0, split - 1)], self.itl_s[split:]
 
     def to_json(self) -> dict[str, Any]:
         """The requests.jsonl line (milliseconds; ITL summarised, not listed)."""
@@ -129,6 +163,16 @@ class RequestRecord:
             "error": self.error,
             "retry_after_s": self.retry_after_s,
         }
+        if self.has_reasoning:  # reasoning requests only: a classic run's lines stay as they were
+            out.update(
+                ttfo_ms=ms(self.ttfo_s),
+                reasoning_tokens=self.reasoning_tokens,
+                answer_tokens=self.answer_tokens,
+                reasoning_tokens_source=self.reasoning_tokens_source,
+                reasoning_chunks=self.reasoning_chunks,
+                reasoning_tpot_ms=ms(self.reasoning_tpot_s),
+                answer_tpot_ms=ms(self.answer_tpot_s),
+            )
         return out
 
     def to_wire(self) -> dict[str, Any]:

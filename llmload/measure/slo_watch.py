@@ -34,10 +34,9 @@ def certain_miss(stats: TargetStats, slo: SloSpec, planned: int) -> str | None:
         if over > allowed:
             return f"{over} requests over {key} {bound:g} ms (at most {allowed} of {planned} may be)"
     bound = active.get("error_rate")
-    if bound is not None and stats.failures > bound * planned:
-        return (
-            f"{stats.failures} failed requests (error_rate {bound:g} of {planned} allows {bound * planned:g})"
-        )
+    failures = stats.failures - (0 if slo.no_answer_counts else stats.by_class.get("no_answer", 0))
+    if bound is not None and failures > bound * planned:
+        return f"{failures} failed requests (error_rate {bound:g} of {planned} allows {bound * planned:g})"
     return None
 
 

@@ -11,16 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from llmload.report.engine import rate_series
 from llmload.report.levels import is_sweep
+from llmload.report.palette import target_colours
 from llmload.report.results import RunData
 from llmload.report.stats import ecdf, histogram_cdf
 from llmload.schema.results_model import latency
-
-PALETTE = qualitative.Plotly
 
 
 @dataclass
@@ -32,7 +30,7 @@ class Chart:
 
 
 def colours(run: RunData) -> dict[str, str]:
-    return {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(run.targets)}
+    return target_colours(run.targets)
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:

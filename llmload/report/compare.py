@@ -18,6 +18,11 @@ Metrics: TTFT, ITL and E2E at p50 and p99, and output throughput.
 - Verdict per metric: significant when the confidence interval of the difference excludes zero
   AND the relative change exceeds ``threshold_pct``; then better or worse (lower is better for
   latencies, higher for throughput); otherwise "no significant difference".
+- Run-to-run noise: with more runs of the baseline (``--baseline DIR``), a significant change no
+  larger than the figure's noise floor (noise.py) reads "within run-to-run noise", not better or worse.
+- Flagged figures: a worse TTFT, ITL or TTFO where either run flagged that measurement (its client
+  could not stamp it right, report/flagged.py) is "worse, on a flagged figure": not a regression and
+  not a pass, so ``--fail-on-regression`` exits 3 (inconclusive) when nothing else regressed.
 - Two runs whose prefix-cache hit rates differ get a warning (cache_state.py).
 """
 
@@ -29,10 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from llmload.config.simulated import simulated_in
 from llmload.report.cache_state import prefix_cache_warnings
-from llmload.report.diffs import BETTER, WORSE, MetricDiff, compare_pair
+from llmload.report.diffs import BETTER, NOISE, WORSE, WORSE_FLAGGED, MetricDiff, compare_pair
+from llmload.report.flagged import COMPARE_RESTS_ON, flags_on
+from llmload.report.noise import noise_floor
 from llmload.report.results import BadResults, RunData, load_run
-from llmload.report.simulated import simulated_in
 from llmload.report.slo import fmt
 
 
@@ -47,8 +54,9 @@ class Comparison:
     diffs: list[MetricDiff] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # "baseline vllm" / "candidate vllm" -> "simulated engine (profile X)", for each side compared that ran
-    # on llmload's simulator (report/simulated.py)
+    # on llmload's simulator (config/simulated.py)
     simulated: dict[str, str] = field(default_factory=dict)
+    repeats: list[str] = field(default_factory=list)  # more runs of the baseline: the noise floor
 
     def _simulated_lines(self) -> list[str]:
         return [f"{side}: {label}" for side, label in self.simulated.items()]
@@ -58,13 +66,35 @@ class Comparison:
         return [d for d in self.diffs if d.verdict == WORSE]
 
     @property
+    def inconclusive(self) -> list[MetricDiff]:
+        """Worse on a figure one of the runs flagged: the gate cannot say (exit 3)."""
+        return [d for d in self.diffs if d.verdict == WORSE_FLAGGED]
+
+    @property
     def improvements(self) -> list[MetricDiff]:
         return [d for d in self.diffs if d.verdict == BETTER]
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["regressions"] = len(self.regressions)
+        out["inconclusive"] = len(self.inconclusive)
         return out
+
+    def _judged_by(self) -> str:
+        floor = (
+            f", and > its run-to-run noise floor ({len(self.repeats)} more baseline run(s))"
+            if self.repeats
+            else ""
+        )
+        return f"CI excludes 0 and |change| > {fmt(self.threshold_pct)}%{floor}"
+
+    def _tally(self) -> str:
+        flagged = (
+            f", {len(self.inconclusive)} worse on a flagged figure (inconclusive)"
+            if self.inconclusive
+            else ""
+        )
+        return f"{len(self.regressions)} regression(s), {len(self.improvements)} improvement(s){flagged}"
 
     def _rows(self) -> list[list[str]]:
         rows = []
@@ -76,17 +106,11 @@ class Comparison:
                 if d.ci_low is None or d.ci_high is None
                 else f"[{_signed(d.ci_low)}, {_signed(d.ci_high)}]{unit}"
             )
+            noise = "-" if d.noise_pct is None else f"{d.noise_pct:.1f}%"
+            verdict = d.verdict + (f" ({d.flagged})" if d.flagged else "")
+            row = [d.label, d.metric, f"{fmt(d.baseline)}{unit}", f"{fmt(d.candidate)}{unit}", pct, ci]
             rows.append(
-                [
-                    d.label,
-                    d.metric,
-                    f"{fmt(d.baseline)}{unit}",
-                    f"{fmt(d.candidate)}{unit}",
-                    pct,
-                    ci,
-                    d.verdict,
-                    "paired" if d.paired else "unpaired",
-                ]
+                [*row, *([noise] if self.repeats else []), verdict, "paired" if d.paired else "unpaired"]
             )
         return rows
 
@@ -101,15 +125,20 @@ class Comparison:
         "samples",
     )
 
-    def to_text(self) -> str:
+    def _headers(self) -> list[str]:
         headers = list(self.HEADERS)
         headers[5] = f"{self.confidence:.0%} CI of difference"
+        return headers[:6] + (["noise floor"] if self.repeats else []) + headers[6:]
+
+    def to_text(self) -> str:
+        headers = self._headers()
         rows = [headers, *self._rows()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
         lines = [
             f"baseline:  {self.baseline}",
             f"candidate: {self.candidate}",
-            f"significant = CI excludes 0 and |change| > {fmt(self.threshold_pct)}%",
+            *[f"baseline repeated: {r}" for r in self.repeats],
+            f"significant = {self._judged_by()}",
             *[f"simulated: {s}" for s in self._simulated_lines()],
             *[f"warning: {w}" for w in self.warnings],
             "",
@@ -117,17 +146,15 @@ class Comparison:
         for r in rows:
             lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         lines.append("")
-        lines.append(f"{len(self.regressions)} regression(s), {len(self.improvements)} improvement(s)")
+        lines.append(self._tally())
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
-        headers = list(self.HEADERS)
-        headers[5] = f"{self.confidence:.0%} CI of difference"
+        headers = self._headers()
         lines = [
             "### llmload compare",
             "",
-            f"Baseline `{self.baseline}`, candidate `{self.candidate}`; "
-            f"significant = CI excludes 0 and |change| > {fmt(self.threshold_pct)}%.",
+            f"Baseline `{self.baseline}`, candidate `{self.candidate}`; significant = {self._judged_by()}.",
             "",
             *[f"> **Simulated:** {s}\n" for s in self._simulated_lines()],
             *[f"> **Warning:** {w}\n" for w in self.warnings],
@@ -135,10 +162,9 @@ class Comparison:
         lines.append("| " + " | ".join(headers) + " |")
         lines.append("|" + "|".join("---" for _ in headers) + "|")
         for r in self._rows():
-            if r[6] == WORSE:
-                r[6] = "**worse**"
+            r = ["**worse**" if c == WORSE else c for c in r]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
-        lines += ["", f"{len(self.regressions)} regression(s), {len(self.improvements)} improvement(s)."]
+        lines += ["", self._tally() + "."]
         return "\n".join(lines) + "\n"
 
 
@@ -178,17 +204,44 @@ def compare_loaded(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    repeats: list[RunData] | None = None,
 ) -> Comparison:
     """Compare loaded runs pair by pair, (baseline target, candidate target); pair i draws from
-    ``default_rng([seed, i])``, so one pair compared alone gives what ``compare_targets`` gives."""
+    ``default_rng([seed, i])``, so one pair compared alone gives what ``compare_targets`` gives.
+    ``repeats``: more runs of the baseline, for the noise floor (noise.py)."""
     _check_opts(threshold_pct, confidence, resamples)
     opts = {"threshold_pct": threshold_pct, "confidence": confidence, "resamples": resamples}
     cmp = Comparison(baseline, candidate, threshold_pct, confidence, resamples, seed)
     cmp.simulated = _simulated_sides(rb, rc, pairs)
+    cmp.repeats = [str(r.path) for r in repeats or []]
+    floor = noise_floor(rb, repeats, [bt for bt, _ in pairs], seed) if repeats else {}
     for i, (bt, ct) in enumerate(pairs):
         rng = np.random.default_rng([seed, i])
-        cmp.diffs += compare_pair(rb, bt, rc, ct, opts, rng)
+        cmp.diffs += [_judged(d, floor, rb, rc) for d in compare_pair(rb, bt, rc, ct, opts, rng)]
     return cmp
+
+
+def _judged(d: MetricDiff, floor: dict[tuple[str, str], float], rb: RunData, rc: RunData) -> MetricDiff:
+    """A figure's verdict against the run-to-run noise floor, and whether it rests on a flagged figure."""
+    noise = floor.get((d.baseline_target, d.metric))
+    verdict = d.verdict
+    if (
+        noise is not None
+        and verdict in (BETTER, WORSE)
+        and d.diff_pct is not None
+        and abs(d.diff_pct) <= noise
+    ):
+        verdict = NOISE
+    measures = COMPARE_RESTS_ON.get(d.metric.rsplit("_p", 1)[0], ())
+    sides = [
+        side
+        for side, run, t in (("baseline", rb, d.baseline_target), ("candidate", rc, d.candidate_target))
+        if flags_on(run.summary.run.client.flags, t, measures)
+    ]
+    flagged = f"flagged in the {' and '.join(sides)} run" if sides else None
+    if flagged and verdict == WORSE:
+        verdict = WORSE_FLAGGED
+    return replace(d, noise_pct=noise, verdict=verdict, flagged=flagged)
 
 
 def compare_runs(
@@ -200,6 +253,7 @@ def compare_runs(
     resamples: int = 2000,
     seed: int = 0,
     target_map: dict[str, str] | None = None,
+    repeats: list[Path] | None = None,
 ) -> Comparison:
     """Compare a candidate run with a baseline run, target by target.
 
@@ -233,6 +287,7 @@ def compare_runs(
         confidence=confidence,
         resamples=resamples,
         seed=seed,
+        repeats=[load_run(r) for r in repeats or []],
     )
     return replace(cmp, warnings=prefix_cache_warnings(rb, rc, pairs))
 

@@ -20,31 +20,38 @@ The figures, and where their intervals come from:
 - capacity at SLO (sweeps, levels.py): the highest level that met every SLO at its load; levels are
   steps, so no interval. A target with no such level is behind every target with one.
 
+A row whose figure rests on a measurement the run flagged for any of its targets (TTFT, ITL;
+llmload/report/flagged.py) is marked "flagged" and names no winner: its values are shown, not
+judged. Capacity at SLO rests on whatever the SLOs rest on.
+
 Other figures (a capacity search's, later) append rows with :func:`row_from_values`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from llmload.config.slo_spec import SloSpec
 from llmload.measure.histogram import nearest_rank
 from llmload.report.bootstrap import diff_ci
 from llmload.report.compare import compare_loaded
 from llmload.report.diffs import MetricDiff
 from llmload.report.efficiency import Efficiency
+from llmload.report.flagged import DECISION_RESTS_ON, label, measures_of
 from llmload.report.levels import LevelVerdict
 from llmload.report.pairing import throughput_pair, throughput_stat
 from llmload.report.results import RunData
 from llmload.report.slo import fmt
-from llmload.schema.results_model import latency
+from llmload.schema.results_model import FigureFlag, latency
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000  # compare's defaults: the report and `llmload compare` give one interval
 SEED = 0
 NO_CLEAR_WINNER = "no clear winner"
+FLAGGED = "flagged: no winner"
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class DecisionRow:
     ci_low: float | None = None  # interval of the advantage (leader better by), in ``unit``
     ci_high: float | None = None
     note: str = ""
+    flagged: tuple[str, ...] = ()  # the flagged figures it rests on, e.g. "vllm ITL": no winner
 
     @property
     def advantage(self) -> float | None:
@@ -80,7 +88,9 @@ class DecisionRow:
 
     @property
     def winner(self) -> str | None:
-        """The leader when the data tell it apart, else None ("no clear winner")."""
+        """The leader when the data tell it apart, else None ("no clear winner", or flagged)."""
+        if self.flagged:
+            return None
         if self.runner_up_value is None:
             return self.leader
         if self.ci_low is not None and self.ci_high is not None:
@@ -159,13 +169,14 @@ def _point(run: RunData, target: str, metric: str) -> float | None:
     return ttft.p50 if metric == "ttft_p50" else ttft.p99
 
 
-def _compared(run: RunData) -> list[DecisionRow]:
+def _compared(run: RunData) -> list[tuple[str, DecisionRow]]:
+    """(compare's metric, its row) for each figure both of the two best targets have."""
     cache: dict[tuple[str, str], dict[str, MetricDiff]] = {}
     out = []
-    for metric, label in COMPARED:
+    for metric, name in COMPARED:
         lower = metric != "output_tok_s"
         ranked = row_from_values(
-            label, "", {t: _point(run, t, metric) for t in run.targets}, lower_is_better=lower
+            name, "", {t: _point(run, t, metric) for t in run.targets}, lower_is_better=lower
         )
         if ranked is None or ranked.runner_up_value is None:
             continue
@@ -175,9 +186,9 @@ def _compared(run: RunData) -> list[DecisionRow]:
                 run, run, [pair], pair[0], pair[1], confidence=CONFIDENCE, resamples=RESAMPLES, seed=SEED
             )
             cache[pair] = {d.metric: d for d in cmp.diffs}
-        row = _from_diff(label, cache[pair][metric], lower)
+        row = _from_diff(name, cache[pair][metric], lower)
         if row is not None:
-            out.append(row)
+            out.append((metric, row))
     return out
 
 
@@ -220,13 +231,20 @@ def _per_dollar(run: RunData, eff: Sequence[Efficiency]) -> DecisionRow | None:
     )
 
 
+def _flag(row: DecisionRow, flags: Sequence[FigureFlag], measures: set[str]) -> DecisionRow:
+    """The row marked with the flags of any target on the measurements it rests on."""
+    on = tuple(dict.fromkeys(label(f) for f in flags if f.metric in measures))
+    return replace(row, flagged=on) if on else row
+
+
 def decision_rows(
-    run: RunData, levels: dict[str, LevelVerdict], eff: Sequence[Efficiency]
+    run: RunData, levels: dict[str, LevelVerdict], eff: Sequence[Efficiency], slo: SloSpec | None = None
 ) -> list[DecisionRow]:
     """Every figure's row for a run with two or more targets; [] for one target."""
     if len(run.targets) < 2:
         return []
-    out = _compared(run)
+    flags = run.run.client.flags
+    out = [_flag(r, flags, {DECISION_RESTS_ON.get(m, "")}) for m, r in _compared(run)]
     if levels:
         cap = row_from_values(
             "capacity at SLO",
@@ -236,7 +254,7 @@ def decision_rows(
             note="highest level that met every SLO at its load; levels are steps: no interval",
         )
         if cap is not None:
-            out.append(cap)
+            out.append(_flag(cap, flags, measures_of("min_capacity", slo) if slo is not None else set()))
     per_dollar = _per_dollar(run, eff)
     if per_dollar is not None:
         out.append(per_dollar)
@@ -273,11 +291,47 @@ def render_rows(rows: Sequence[DecisionRow]) -> tuple[list[str], list[list[str]]
             )
         if r.winner is None:
             by = f"{r.leader} ahead: {by}" if adv else "equal"
+        winner = FLAGGED if r.flagged else (r.winner or NO_CLEAR_WINNER)
+        note = f"flagged: {', '.join(r.flagged)}" + (f"; {r.note}" if r.note else "") if r.flagged else r.note
         ci = (
             "-"
             if r.ci_low is None or r.ci_high is None
             else f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}] {r.unit}".strip()
         )
         values = f"{r.leader} {_amount(r, r.leader_value)}, {r.runner_up} {_amount(r, r.runner_up_value)}"
-        cells.append([r.figure, r.winner or NO_CLEAR_WINNER, by, ci, values, r.note])
+        cells.append([r.figure, winner, by, ci, values, note])
     return list(HEADERS), cells
+
+
+def who_wins(rows: Sequence[DecisionRow]) -> str:
+    """The decision summary in one line (the terminal's), e.g. ``b wins TTFT p50 (1.21x), output tok/s
+    (1.29x); a wins TTFT p99 (1.05x); no clear winner: tokens per joule; flagged, no winner: ITL p99
+    (per-request mean gap) (a ITL)``; "" without rows (one target)."""
+    wins: dict[str, list[str]] = {}
+    unclear, flagged = [], []
+    for r in rows:
+        if r.flagged:
+            flagged.append(f"{r.figure} ({', '.join(r.flagged)})")
+        elif r.winner is None:
+            unclear.append(r.figure)
+        else:
+            ratio = f" ({r.ratio:.2f}x)" if r.ratio is not None else ""
+            wins.setdefault(r.winner, []).append(r.figure + ratio)
+    parts = [f"{t} wins {', '.join(figs)}" for t, figs in wins.items()]
+    parts += [f"{NO_CLEAR_WINNER}: {', '.join(unclear)}"] if unclear else []
+    parts += [f"{FLAGGED.replace(': ', ', ')}: {', '.join(flagged)}"] if flagged else []
+    return "; ".join(parts)
+
+
+def who_wins_line(rows: Sequence[DecisionRow], simulated: Collection[str] = ()) -> str:
+    """The terminal's line: ``who wins: ...`` (``who_wins``), saying ``(simulated engines)`` when every
+    target compared ran on llmload's simulator and ``(simulated: a)`` when some did; "" without rows."""
+    who = who_wins(rows)
+    if not who:
+        return ""
+    compared = list(dict.fromkeys(t for r in rows for t in (r.leader, r.runner_up)))
+    sims = [t for t in compared if t in simulated]
+    if not sims:
+        return f"who wins: {who}"
+    which = "simulated engines" if len(sims) == len(compared) else "simulated: " + ", ".join(sims)
+    return f"who wins ({which}): {who}"

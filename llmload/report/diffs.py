@@ -12,8 +12,11 @@ import numpy as np
 from llmload.report.bootstrap import Stat, diff_ci, point, quantile_stat, ratio_stat
 from llmload.report.pairing import Pair, align, by_index, request_field, throughput_pair, throughput_stat
 from llmload.report.results import RunData
+from llmload.schema.results_model import RequestLine
 
 BETTER, WORSE, SAME, NA = "better", "worse", "no significant difference", "n/a"
+NOISE = "within run-to-run noise"  # significant, but no larger than identical baseline runs differ (noise.py)
+WORSE_FLAGGED = "worse, on a flagged figure"  # not a regression, not a pass: the gate is inconclusive
 # (metric key, requests.jsonl field, label)
 LATENCIES: tuple[tuple[str, str, str], ...] = (
     ("ttft", "ttft_ms", "TTFT"),
@@ -39,6 +42,8 @@ class MetricDiff:
     paired: bool
     n_baseline: int
     n_candidate: int
+    noise_pct: float | None = None  # the run-to-run floor from repeated baseline runs (noise.py)
+    flagged: str | None = None  # which side's run flagged the measurement this figure rests on
 
     @property
     def label(self) -> str:
@@ -100,6 +105,11 @@ def _diff(
     return out
 
 
+def _ttfo(r: RequestLine) -> float | None:
+    """A request's TTFO; a request without reasoning answered with its first token: its TTFT."""
+    return r.ttfo_ms if r.ttfo_ms is not None else r.ttft_ms
+
+
 def compare_pair(
     rb: RunData, bt: str, rc: RunData, ct: str, opts: dict[str, Any], rng: np.random.Generator
 ) -> list[MetricDiff]:
@@ -109,6 +119,9 @@ def compare_pair(
     for metric, fieldname, _ in LATENCIES:
         pair = align(by_index(reqs_b, request_field(fieldname)), by_index(reqs_c, request_field(fieldname)))
         out += _diff(bt, ct, [f"{metric}_p{x}" for x in QUANTILES], "ms", pair, (q, q), True, opts, rng)
+    if any(r.ttfo_ms is not None for r in (*reqs_b, *reqs_c)):  # reasoning on either side: TTFO too
+        pair = align(by_index(reqs_b, _ttfo), by_index(reqs_c, _ttfo))
+        out += _diff(bt, ct, [f"ttfo_p{x}" for x in QUANTILES], "ms", pair, (q, q), True, opts, rng)
     pair = throughput_pair(rb.target_requests(bt, ok_only=False), rc.target_requests(ct, ok_only=False))
     sb = throughput_stat(pair.base, rb.output_tok_s(bt))
     sc = throughput_stat(pair.cand, rc.output_tok_s(ct))

@@ -1,17 +1,13 @@
-"""What the engines said about themselves: a per-target summary of telemetry.jsonl, and the
-agreement rows summary.json holds (llmload/measure/agreement.py), ready for the HTML and Markdown.
-
-Counters (preemptions, prefix-cache hits and queries) are differences between the first and last
-scrape, so a long-lived server's history before the run does not count; gauges (running, waiting,
-KV-cache usage) are means and peaks over the scrapes.
+"""What the engines said about themselves: the engine figures and the agreement rows summary.json
+holds (llmload/measure/engine_figures.py, llmload/measure/agreement.py), ready for the HTML and Markdown.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from llmload.measure.agreement import MEAN_TOLERANCE_MS, MEAN_TOLERANCE_PCT, RATE_TOLERANCE_PCT
+from llmload.measure.engine_figures import engine_figures
 from llmload.report.results import RunData
 from llmload.report.slo import fmt
 
@@ -56,53 +52,24 @@ ENGINE_HEADERS = [
 AGREEMENT_HEADERS = ["target", "figure", "llmload", "server", "difference", "verdict"]
 
 
-def _series(run: RunData) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    out: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
-    for s in run.telemetry:
-        if s.source == "engine":
-            out[s.target][s.metric].append((s.t, s.value))
-    for by_metric in out.values():
-        for pts in by_metric.values():
-            pts.sort()
-    return out
-
-
-def _mean(pts: list[tuple[float, float]] | None) -> float | None:
-    return sum(v for _, v in pts) / len(pts) if pts else None
-
-
-def _peak(pts: list[tuple[float, float]] | None) -> float | None:
-    return max(v for _, v in pts) if pts else None
-
-
-def _delta(pts: list[tuple[float, float]] | None) -> float | None:
-    return pts[-1][1] - pts[0][1] if pts and len(pts) >= 2 else None
-
-
 def engine_summaries(run: RunData) -> list[EngineSummary]:
-    series = _series(run)
+    """Each scraped target's engine figures: summary.json's, else (an older summary) from telemetry.jsonl."""
     out = []
-    for target in run.targets:
-        s = series.get(target)
-        if not s:
+    for target, block in run.targets.items():
+        f = block.engine or engine_figures(run.telemetry, target, block.kind)
+        if f is None:
             continue
-        kv = s.get("kv_cache_usage_ratio")
-        hits, queries = _delta(s.get("prefix_cache_hits_total")), _delta(s.get("prefix_cache_queries_total"))
-        hit_pct = 100.0 * hits / queries if hits is not None and queries else None
-        if hit_pct is None and s.get("prefix_cache_hit_ratio"):
-            hit_pct = 100.0 * s["prefix_cache_hit_ratio"][-1][1]  # the engine's own gauge
-        peak, mean = _peak(kv), _mean(kv)
         out.append(
             EngineSummary(
                 target=target,
-                scrapes=max(len(p) for p in s.values()),
-                kv_peak_pct=None if peak is None else 100.0 * peak,
-                kv_mean_pct=None if mean is None else 100.0 * mean,
-                running_mean=_mean(s.get("requests_running")),
-                waiting_mean=_mean(s.get("requests_waiting")),
-                waiting_peak=_peak(s.get("requests_waiting")),
-                preemptions=_delta(s.get("preemptions_total")),
-                prefix_hit_pct=hit_pct,
+                scrapes=f.scrapes,
+                kv_peak_pct=f.kv_cache_usage_peak_pct,
+                kv_mean_pct=f.kv_cache_usage_mean_pct,
+                running_mean=f.requests_running_mean,
+                waiting_mean=f.requests_waiting_mean,
+                waiting_peak=f.requests_waiting_peak,
+                preemptions=f.preemptions,
+                prefix_hit_pct=f.prefix_cache_hit_pct,
             )
         )
     return out
@@ -149,8 +116,3 @@ def rate_series(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
         if t1 > t0:
             out.append((t1, max(0.0, (v1 - v0) if v1 >= v0 else v1) / (t1 - t0)))
     return out
-
-
-def engine_series(run: RunData) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """target -> metric -> [(t, value)] of the engine's own series, sorted by time."""
-    return {t: dict(m) for t, m in _series(run).items()}

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import html
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from llmload import __version__
+from llmload.config.simulated import banner
 from llmload.report.charts import Chart, all_charts, colours
 from llmload.report.decision import render_rows
 from llmload.report.engine import (
@@ -21,35 +18,22 @@ from llmload.report.engine import (
     agreement_rows,
     engine_summaries,
 )
+from llmload.report.flagged import DECISION_FLAGGED_NOTE, FLAGGED_NOTE
+from llmload.report.html_parts import esc as _e
+from llmload.report.html_parts import footer, page
+from llmload.report.html_parts import pass_mark as _pass
+from llmload.report.html_parts import state_mark as _state
+from llmload.report.html_parts import table as _table
 from llmload.report.levels import table_rows
 from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
 from llmload.report.pareto_svg import render_svg
-from llmload.report.simulated import banner
+from llmload.report.reasoning import REASONING_HEADERS, REASONING_NOTE, reasoning_rows
+from llmload.report.scrape_cost import SCRAPE_HEADERS, scrape_note, scrape_rows
 from llmload.report.slo import fmt
+from llmload.schema.results_model import InfluxCounts
 
 PLOTLY_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
 WIDE_CHARTS = ("sweep", "client")  # charts that take the full page width
-
-
-def _e(v: Any) -> str:
-    return html.escape(str(v), quote=True)
-
-
-def _table(headers: list[str], rows: list[list[str]], text_cols: tuple[int, ...] = ()) -> str:
-    text = ' class="text"'
-    head = "".join(f"<th{text if i in text_cols else ''}>{_e(h)}</th>" for i, h in enumerate(headers))
-    body = []
-    for row in rows:
-        cells = []
-        for i, cell in enumerate(row):
-            cls = ' class="text"' if i in text_cols else ""
-            cells.append(f"<td{cls}>{cell}</td>")  # cells are escaped (or built) by the caller
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
-
-
-def _pass(ok: bool) -> str:
-    return '<span class="pass">PASS</span>' if ok else '<span class="fail">FAIL</span>'
 
 
 def _header(rep: Report) -> str:
@@ -65,10 +49,15 @@ def _header(rep: Report) -> str:
         ("versions", versions or "-"),
         *(("engine " + t, sim.label) for t, sim in rep.simulated.items()),
     ]
+    influx = InfluxCounts.of(run)
+    if influx is not None:
+        meta.append(("InfluxDB", influx.line().removeprefix("InfluxDB: ")))
     parts = [
         f'<h1>llmload report: {_e(rep.run.run_id)}<span class="badge {_e(status)}" id="run-status">{_e(status)}</span></h1>',
         '<div class="meta">' + "".join(f"<div>{_e(k)}: <b>{_e(v)}</b></div>" for k, v in meta) + "</div>",
     ]
+    if run.verdict:
+        parts.append(f'<p id="run-verdict">verdict: <b>{_e(run.verdict)}</b></p>')
     simulated = banner(rep.simulated)
     if simulated:
         parts.append(f'<div class="banner" id="simulated-banner"><b>{_e(simulated)}</b></div>')
@@ -107,6 +96,8 @@ def _decision(rep: Report) -> str:
             '<p class="note">winner: the interval of its lead excludes 0 (paired bootstrap, as '
             "<code>llmload compare --targets</code>); otherwise no clear winner.</p>"
         )
+        if any(r.flagged for r in rep.decision):
+            out.append(f'<p class="note" id="decision-flagged">{_e(DECISION_FLAGGED_NOTE)}</p>')
     if rep.break_even:
         out.append('<h2 id="break-even">Self-hosting against the API</h2><ul>')
         out += [f"<li>{_e(b.sentence())}</li>" for b in rep.break_even]
@@ -124,6 +115,18 @@ def _pareto(rep: Report) -> str:
         + '<p class="note">one point per target and level: output tok/s per user (1000 / TPOT p50) against '
         "output tok/s per GPU; the line joins each target's frontier (its points no other of its points "
         "beats on both); filled points met every SLO at their load.</p></div>"
+    )
+
+
+def _reasoning(rep: Report) -> str:
+    rows = reasoning_rows(rep.run.targets)
+    if not rows:
+        return ""
+    cells = [[_e(c) for c in r] for r in rows]
+    return (
+        '<h2 id="reasoning">Reasoning</h2>'
+        + _table(REASONING_HEADERS, cells, (0,))
+        + f'<p class="note">{_e(REASONING_NOTE)}</p>'
     )
 
 
@@ -159,10 +162,11 @@ def _targets(rep: Report) -> list[list[str]]:
 def _slo(rep: Report) -> str:
     if rep.slo is None:
         return '<h2 id="slo">SLOs</h2><p class="note">No SLOs set in the scenario.</p>'
-    overall = _pass(bool(rep.slo_passed))
+    overall = _state(rep.slo_state)
     rows = []
     for v in rep.verdicts():
-        rows.append([_e(v.target), _pass(v.passed), _e("; ".join(v.problems) or "all met")])
+        mark = _state("inconclusive") if v.inconclusive else _pass(v.passed)
+        rows.append([_e(v.target), mark, _e("; ".join(v.problems) or "all met")])
     out = [f'<h2 id="slo">SLOs {overall}</h2>', _table(["target", "verdict", "details"], rows, (2,))]
     rows = [
         [
@@ -170,11 +174,13 @@ def _slo(rep: Report) -> str:
             _e(r.slo),
             _e(f"{r.comparator} {fmt(r.threshold)} {r.unit}".strip()),
             _e(f"{fmt(r.measured)} {r.unit}".strip()),
-            _pass(r.passed),
+            _state(r.state),
         ]
         for r in rep.slo_results
     ]
     out.append(_table(["target", "SLO", "threshold", "measured", "result"], rows))
+    if any(r.flagged for r in rep.slo_results):
+        out.append(f'<p class="note" id="slo-flagged">{_e(FLAGGED_NOTE)}</p>')
     if rep.level_rows:
         headers, cells = table_rows(rep.level_rows, rep.slo)
         out.append(
@@ -207,6 +213,11 @@ def _engines(rep: Report) -> str:
     if summaries:
         out.append('<h2 id="engines">Engine summary</h2>')
         out.append(_table(ENGINE_HEADERS, [[_e(c) for c in s.cells()] for s in summaries]))
+    scrapes = scrape_rows(rep.run)
+    if scrapes:
+        out.append('<h2 id="scrape-cost">Scrape cost</h2>')
+        out.append(_table(SCRAPE_HEADERS, [[_e(c) for c in r] for r in scrapes], (0, 1)))
+        out.append(f'<p class="note">{_e(scrape_note())}</p>')
     return "".join(out)
 
 
@@ -301,7 +312,7 @@ def _chart(c: Chart) -> str:
 
 def render_html(rep: Report) -> str:
     sections = all_charts(rep.run)
-    body = [_header(rep), _decision(rep), _summary(rep), _slo(rep), _engines(rep)]
+    body = [_header(rep), _decision(rep), _summary(rep), _reasoning(rep), _slo(rep), _engines(rep)]
     for name, charts in sections.items():
         if name == "Client health":
             continue
@@ -315,17 +326,9 @@ def render_html(rep: Report) -> str:
     if "Client health" in sections:
         body.append("<div class='charts'>" + "".join(_chart(c) for c in sections["Client health"]) + "</div>")
     body.append(_events(rep))
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body.append(f"<footer>Generated by llmload {_e(__version__)} at {now} from {_e(rep.run.path)}.</footer>")
-    css = resources.files("llmload.report").joinpath("style.css").read_text(encoding="utf-8")
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>llmload report: {_e(rep.run.run_id)}</title><style>{css}</style>"
-        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
-    )
+    body.append(footer(f" from {_e(rep.run.path)}"))
+    plotly_js = f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+    return page(f"llmload report: {rep.run.run_id}", body, head=plotly_js)
 
 
 def build_html(results_dir: Path, out: Path | None = None) -> Path:

@@ -1,22 +1,31 @@
 """JUnit XML: one testsuite per run; a testcase for the run's validity, one for its completion (not
 interrupted by a signal), one per target (it had successful requests and a failure ratio within the
-error_rate SLO) and one per target x SLO."""
+error_rate SLO) and one per target x SLO. An SLO on a flagged figure that could not be judged is an
+``<error type="inconclusive">`` (the test could not be run), never a pass. The run's verdict line and
+exit code are suite properties."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from llmload.report.flagged import ADVICE
 from llmload.report.model import Report, build_report
 from llmload.report.slo import SloResult, fmt
 
 
 def _case(
-    suite: ET.Element, classname: str, name: str, failure: str | None, kind: str, out: str = ""
+    suite: ET.Element,
+    classname: str,
+    name: str,
+    failure: str | None,
+    kind: str,
+    out: str = "",
+    element: str = "failure",
 ) -> bool:
     case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
     if failure is not None:
-        f = ET.SubElement(case, "failure", message=failure, type=kind)
+        f = ET.SubElement(case, element, message=failure, type=kind)
         f.text = failure
     if out:
         ET.SubElement(case, "system-out").text = out
@@ -32,6 +41,8 @@ def _properties(suite: ET.Element, rep: Report) -> None:
         ("scenario_file", run.scenario_file),
         ("status", run.status),
         ("mode", run.mode),
+        ("verdict", run.verdict),
+        ("exit_code", None if run.exit_code is None else str(run.exit_code)),
     ):
         if v is not None:
             ET.SubElement(props, "property", name=k, value=v)
@@ -39,14 +50,17 @@ def _properties(suite: ET.Element, rep: Report) -> None:
         ET.SubElement(props, "property", name=f"simulated.{target}", value=sim.label)
 
 
-def _slo_case(suite: ET.Element, classname: str, r: SloResult) -> bool:
-    """One target x SLO testcase, failed with the measured value and threshold when it missed."""
+def _slo_case(suite: ET.Element, classname: str, r: SloResult) -> tuple[bool, bool]:
+    """One target x SLO testcase, failed with the measured value and threshold when it missed, an
+    error when it rests on a flagged figure (inconclusive). Returns (failed, errored)."""
     unit = f" {r.unit}" if r.unit else ""
-    msg = None
-    if not r.passed:
-        measured = "not measured" if r.measured is None else f"measured {fmt(r.measured)}{unit}"
-        msg = f"{r.slo}: {measured}, threshold {r.comparator} {fmt(r.threshold)}{unit}"
-    return _case(suite, classname, f"slo {r.slo} {r.comparator} {fmt(r.threshold)}{unit}", msg, "slo")
+    name = f"slo {r.slo} {r.comparator} {fmt(r.threshold)}{unit}"
+    measured = "not measured" if r.measured is None else f"measured {fmt(r.measured)}{unit}"
+    if r.inconclusive:
+        why = f"{r.slo}: inconclusive, {' and '.join(r.flagged)} flagged ({measured}): {ADVICE}"
+        return False, _case(suite, classname, name, why, "inconclusive", element="error")
+    msg = None if r.passed else f"{r.slo}: {measured}, threshold {r.comparator} {fmt(r.threshold)}{unit}"
+    return _case(suite, classname, name, msg, "slo"), False
 
 
 def render_junit_report(rep: Report) -> str:
@@ -61,8 +75,7 @@ def render_junit_report(rep: Report) -> str:
         time=str(run.duration_s or 0),
     )
     _properties(suite, rep)
-    failures = 0
-    tests = 0
+    failures = errors = tests = 0
     reasons = "\n".join(run.reasons)
     invalid = f"run status is invalid: {'; '.join(run.reasons) or 'no reason given'}"
     failures += _case(
@@ -89,12 +102,14 @@ def render_junit_report(rep: Report) -> str:
         failures += _case(suite, cls, "requests succeeded", rep.target_health(target), "requests")
         tests += 1
         for r in (x for x in rep.slo_results if x.target == target):
-            failures += _slo_case(suite, cls, r)
+            failed, errored = _slo_case(suite, cls, r)
+            failures += failed
+            errors += errored
             tests += 1
     for el in (root, suite):
         el.set("tests", str(tests))
         el.set("failures", str(failures))
-        el.set("errors", "0")
+        el.set("errors", str(errors))
     suite.set("skipped", "0")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

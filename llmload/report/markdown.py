@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmload.config.simulated import banner
 from llmload.report.decision import render_rows
 from llmload.report.engine import (
     AGREEMENT_HEADERS,
@@ -12,12 +13,15 @@ from llmload.report.engine import (
     agreement_rows,
     engine_summaries,
 )
+from llmload.report.flagged import DECISION_FLAGGED_NOTE, FLAGGED_NOTE
 from llmload.report.levels import table_rows
 from llmload.report.model import SUMMARY_COLUMNS, TIMESTAMP_HEADERS, Report, build_report
 from llmload.report.pareto import HEADERS as PARETO_HEADERS
 from llmload.report.pareto import table_rows as pareto_rows
-from llmload.report.simulated import banner
+from llmload.report.reasoning import REASONING_HEADERS, REASONING_NOTE, reasoning_rows
+from llmload.report.scrape_cost import SCRAPE_HEADERS, scrape_note, scrape_rows
 from llmload.report.slo import fmt
+from llmload.schema.results_model import InfluxCounts
 
 
 def _cell(v: object) -> str:
@@ -37,12 +41,15 @@ def _heading(rep: Report) -> list[str]:
     lines = [f"## llmload: {_cell(rep.run.run_id)}", ""]
     lines.append(
         f"Scenario `{run.scenario_name}`, duration {fmt(run.duration_s)} s, "
-        f"status **{status}**"
-        + ("" if rep.slo_passed is None else f", SLOs **{'met' if rep.slo_passed else 'missed'}**")
-        + "."
+        f"status **{status}**" + ("" if rep.slo_state is None else f", SLOs **{rep.slo_state}**") + "."
     )
+    if run.verdict:
+        lines += ["", f"Verdict: `{_cell(run.verdict)}`"]
     for reason in run.reasons:
         lines.append(f"- {reason}")
+    influx = InfluxCounts.of(run)
+    if influx is not None:
+        lines += ["", influx.line() + "."]
     simulated = banner(rep.simulated)
     if simulated:
         lines += ["", f"> **{_cell(simulated)}**"]
@@ -67,6 +74,8 @@ def _decisions(rep: Report) -> list[str]:
         lines.append(
             "Winner: the interval of its lead excludes 0 (paired bootstrap, as `llmload compare --targets`)."
         )
+        if any(r.flagged for r in rep.decision):
+            lines += ["", DECISION_FLAGGED_NOTE]
     if rep.break_even:
         lines += ["", "### Self-hosting against the API", ""] + [f"- {b.sentence()}" for b in rep.break_even]
     return lines
@@ -77,6 +86,9 @@ def _figures(rep: Report) -> list[str]:
     lines = ["", "### Summary", ""]
     rows = [[r[k] for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
     lines += _table([h for _, h in SUMMARY_COLUMNS], rows)
+    reasoning = reasoning_rows(rep.run.targets)
+    if reasoning:
+        lines += ["", "### Reasoning", "", *_table(REASONING_HEADERS, reasoning), "", REASONING_NOTE]
     agreement = agreement_rows(rep.run)
     if agreement:
         lines += ["", "### Agreement with the server's counters", ""]
@@ -86,6 +98,9 @@ def _figures(rep: Report) -> list[str]:
     if engines:
         lines += ["", "### Engine summary", ""]
         lines += _table(ENGINE_HEADERS, [s.cells() for s in engines])
+    scrapes = scrape_rows(rep.run)
+    if scrapes:
+        lines += ["", "### Scrape cost", "", *_table(SCRAPE_HEADERS, scrapes), "", scrape_note()]
     stamps = rep.timestamp_rows()
     if stamps:
         lines += ["", "### Timestamps and client delay", ""]
@@ -108,11 +123,13 @@ def _slos(rep: Report) -> list[str]:
             r.slo,
             f"{r.comparator} {fmt(r.threshold)} {r.unit}".strip(),
             f"{fmt(r.measured)} {r.unit}".strip(),
-            "PASS" if r.passed else "FAIL",
+            r.state.upper() if r.inconclusive else ("PASS" if r.passed else "FAIL"),
         ]
         for r in rep.slo_results
     ]
     lines += _table(["target", "SLO", "threshold", "measured", "result"], rows)
+    if any(r.flagged for r in rep.slo_results):
+        lines += ["", FLAGGED_NOTE]
     if rep.slo.has_per_request():
         lines += [
             "",
@@ -151,8 +168,7 @@ def _levels(rep: Report) -> list[str]:
 def _verdicts(rep: Report) -> list[str]:
     lines = ["", "### Verdicts", ""]
     for v in rep.verdicts():
-        mark = "PASS" if v.passed else "FAIL"
-        lines.append(f"- **{v.target}**: {mark}" + (f" ({'; '.join(v.problems)})" if v.problems else ""))
+        lines.append(f"- **{v.target}**: {v.word}" + (f" ({'; '.join(v.problems)})" if v.problems else ""))
     return lines
 
 

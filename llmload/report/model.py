@@ -12,15 +12,15 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from llmload.config.simulated import Simulated, simulated_in
 from llmload.config.slo_spec import SloSpec
 from llmload.report.breakeven import BreakEven, break_even, cost_from_summary
 from llmload.report.decision import DecisionRow, decision_rows
 from llmload.report.efficiency import Efficiency, efficiency
-from llmload.report.judge import slo_results
+from llmload.report.judge import Judgement, slo_results
 from llmload.report.levels import LevelRow, LevelVerdict, level_rows, verdicts
 from llmload.report.pareto import ParetoPoint, level_points
 from llmload.report.results import BadResults, RunData, load_run
-from llmload.report.simulated import Simulated, simulated_in
 from llmload.report.slo import SloResult, fmt, goodput_by_target, slo_from_summary
 from llmload.schema.results_model import latency
 
@@ -62,6 +62,11 @@ class TargetVerdict:
     target: str
     passed: bool
     problems: list[str] = field(default_factory=list)
+    inconclusive: bool = False  # no problem but an SLO on a flagged figure (report/judge.py)
+
+    @property
+    def word(self) -> str:
+        return "PASS" if self.passed else ("INCONCLUSIVE" if self.inconclusive else "FAIL")
 
 
 @dataclass
@@ -79,14 +84,23 @@ class Report:
     simulated: dict[str, Simulated] = field(default_factory=dict)  # targets run on llmload's simulator
 
     @property
+    def judgement(self) -> Judgement:
+        return Judgement(self.slo, self.slo_results)
+
+    @property
+    def slo_state(self) -> str | None:
+        """met | missed | inconclusive, or None without SLOs (report/judge.py: the verdict's own)."""
+        return self.judgement.state
+
+    @property
     def slo_passed(self) -> bool | None:
-        if self.slo is None:
-            return None
-        return all(r.passed for r in self.slo_results)
+        """Every SLO met (False: one missed, or one could not be judged); None without SLOs."""
+        state = self.slo_state
+        return None if state is None else state == "met"
 
     @property
     def failed_slos(self) -> list[SloResult]:
-        return [r for r in self.slo_results if not r.passed]
+        return self.judgement.missed
 
     def target_health(self, target: str) -> str | None:
         """Why a target failed as a whole (no successful request, error rate over the SLO), or None."""
@@ -107,8 +121,13 @@ class Report:
             health = self.target_health(target)
             if health:
                 problems.append(health)
-            problems += [r.describe() for r in self.slo_results if r.target == target and not r.passed]
-            out.append(TargetVerdict(target, not problems, problems))
+            problems += [r.describe() for r in self.slo_results if r.target == target and r.state == "missed"]
+            unknown = [r.describe() for r in self.slo_results if r.target == target and r.inconclusive]
+            out.append(
+                TargetVerdict(
+                    target, not problems + unknown, problems + unknown, bool(unknown) and not problems
+                )
+            )
         return out
 
     def timestamp_rows(self) -> list[list[str]]:
@@ -177,7 +196,7 @@ def build_report(results_dir: Path | str) -> Report:
         levels=levels,
         level_rows=rows,
         efficiency=eff,
-        decision=decision_rows(run, levels, eff),
+        decision=decision_rows(run, levels, eff, slo),
         pareto=level_points(run.summary, rows, {e.target: e.gpus for e in eff}),
         break_even=break_even(run.summary, cost, levels),
         simulated=simulated_in(run.summary),

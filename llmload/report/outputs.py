@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmload.report.decision import who_wins_line
 from llmload.report.html import render_html
 from llmload.report.junit import render_junit_report
 from llmload.report.markdown import render_markdown_report
@@ -19,6 +20,9 @@ class ReportOutcome:
 
     slo_passed: bool | None
     failed: list[SloResult] = field(default_factory=list)
+    slo_state: str | None = None  # met | missed | inconclusive (report/judge.py); None without SLOs
+    inconclusive: list[SloResult] = field(default_factory=list)  # SLOs on flagged figures
+    who_wins: str = ""  # the terminal's "who wins" line (two or more targets), simulated engines named
     html: Path | None = None
     markdown: Path | None = None
     junit: Path | None = None
@@ -49,6 +53,9 @@ def write_all(results_dir: Path | str) -> ReportOutcome:
     return ReportOutcome(
         slo_passed=rep.slo_passed,
         failed=rep.failed_slos,
+        slo_state=rep.slo_state,
+        inconclusive=rep.judgement.inconclusive,
+        who_wins=who_wins_line(rep.decision, rep.simulated),
         html=html_path,
         markdown=md_path,
         junit=junit_path,

@@ -9,16 +9,21 @@ ttft_p99_ms        ``latency_ms.ttft.p99``                                      
 itl_p99_ms         ``latency_ms.itl.p99`` (one sample per gap between chunks)    <=
 tpot_p50_ms        ``latency_ms.tpot.p50``                                       <=
 e2e_p99_ms         ``latency_ms.e2e.p99``                                        <=
+ttfo_p99_ms        ``latency_ms.ttfo.p99`` (reasoning runs; else ``ttft.p99``)   <=
 error_rate         ``requests.failed / requests.sent`` (0..1)                    <=
 min_output_tok_s   ``throughput.output_tok_s``                                   >=
 =================  ==========================================================  =====
 
-A figure that cannot be measured (no successful request, so the percentile is null) fails.
+A figure that cannot be measured (no successful request, so the percentile is null) fails. A figure
+that rests on a measurement the run flagged is inconclusive unless ``slo.flagged_figures: judge``
+(llmload/report/flagged.py; the annotation is llmload/report/judge.py's).
 
 Goodput is the rate of successful requests in the measurement window that met every
 *per-request* SLO that is set: ttft <= ttft_p99_ms, e2e <= e2e_p99_ms, tpot <= tpot_p50_ms,
-and the request's largest inter-token gap (itl_max) <= itl_p99_ms; divided by the window
-length. A request without a TPOT (fewer than two output tokens) or without gaps cannot
+the request's largest inter-token gap (itl_max) <= itl_p99_ms, and its TTFO (its TTFT when it
+had no reasoning) <= ttfo_p99_ms; divided by the window length. A "no answer" request (reasoning
+used every token) is not ok, so it is never goodput; it counts in ``error_rate`` unless the scenario
+sets ``slo: {no_answer_is_error: false}``. A request without a TPOT (fewer than two output tokens) or without gaps cannot
 break the TPOT or ITL bound. With no per-request SLO set there is no goodput.
 """
 
@@ -38,6 +43,18 @@ def _error_rate(block: Figures) -> float | None:
     return block.requests.failed / sent if sent else None
 
 
+def _error_rate_without_no_answer(block: Figures) -> float | None:
+    """``slo: {no_answer_is_error: false}``: "no answer" requests are not counted as failed."""
+    sent = block.requests.sent
+    no_answer = block.requests.by_class.get("no_answer", 0)
+    return (block.requests.failed - no_answer) / sent if sent else None
+
+
+def _ttfo(block: Figures) -> float | None:
+    """TTFO p99; a block without reasoning has no TTFO row, and its first token is its answer: TTFT."""
+    return latency(block, "ttfo" if "ttfo" in block.latency_ms else "ttft").p99
+
+
 # key -> (how it is read from a target block (the table above), unit, True when the measured value
 # must be <= threshold)
 SLO_KEYS: dict[str, tuple[Callable[[Figures], float | None], str, bool]] = {
@@ -45,6 +62,7 @@ SLO_KEYS: dict[str, tuple[Callable[[Figures], float | None], str, bool]] = {
     "itl_p99_ms": (lambda b: latency(b, "itl").p99, "ms", True),
     "tpot_p50_ms": (lambda b: latency(b, "tpot").p50, "ms", True),
     "e2e_p99_ms": (lambda b: latency(b, "e2e").p99, "ms", True),
+    "ttfo_p99_ms": (_ttfo, "ms", True),
     "error_rate": (_error_rate, "", True),
     "min_output_tok_s": (lambda b: b.throughput.output_tok_s, "tok/s", False),
     "min_capacity": (lambda b: None, "", False),  # a sweep's, from its levels (report/levels.py)
@@ -59,8 +77,22 @@ class SloResult:
     slo: str
     measured: float | None
     threshold: float
-    passed: bool
+    passed: bool  # the measured value against the threshold
     level: str | None = None
+    flagged: tuple[str, ...] = ()  # the flagged figures it rests on, e.g. "vllm ITL" (report/flagged.py)
+    judge_flagged: bool = False  # slo.flagged_figures: judge: judged on them anyway
+    stands: bool = False  # the flagged figure's error could only have pushed it away from its result
+
+    @property
+    def inconclusive(self) -> bool:
+        """It rests on a flagged figure, whose error could have decided it, and the scenario did not
+        ask to judge it anyway."""
+        return bool(self.flagged) and not self.judge_flagged and not self.stands
+
+    @property
+    def state(self) -> str:
+        """met | missed | inconclusive."""
+        return "inconclusive" if self.inconclusive else ("met" if self.passed else "missed")
 
     @property
     def unit(self) -> str:
@@ -74,11 +106,23 @@ class SloResult:
         """e.g. ``ttft_p99_ms: measured 183.2 ms, threshold <= 150 ms (missed)``."""
         unit = f" {self.unit}" if self.unit else ""
         m = "not measured" if self.measured is None else f"measured {fmt(self.measured)}{unit}"
-        verdict = "met" if self.passed else "missed"
+        verdict = self.state
+        if self.flagged:
+            verdict += f", {' and '.join(self.flagged)} flagged"
         return f"{self.slo}: {m}, threshold {self.comparator} {fmt(self.threshold)}{unit} ({verdict})"
+
+    def bound(self) -> str:
+        """The threshold it was judged against, e.g. ``ttft_p99_ms <= 150 ms``."""
+        return bound(self.slo, self.threshold)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def bound(key: str, threshold: float) -> str:
+    """An SLO as a bound, e.g. ``ttft_p99_ms <= 150 ms``."""
+    _, unit, lower_is_better = SLO_KEYS[key]
+    return f"{key} {'<=' if lower_is_better else '>='} {fmt(threshold)}{' ' + unit if unit else ''}"
 
 
 def fmt(v: float | None) -> str:
@@ -95,15 +139,17 @@ def fmt(v: float | None) -> str:
     return f"{v:.4f}".rstrip("0").rstrip(".")
 
 
-def measured_value(block: Figures, key: str) -> float | None:
+def measured_value(block: Figures, key: str, slo: SloSpec | None = None) -> float | None:
     """The figure an SLO key is checked against, read from a per-target block (run or level)."""
+    if key == "error_rate" and slo is not None and not slo.no_answer_counts:
+        return _error_rate_without_no_answer(block)
     return SLO_KEYS[key][0](block)
 
 
 def evaluate_block(target: str, block: Figures, slo: SloSpec, level: str | None = None) -> list[SloResult]:
     out: list[SloResult] = []
     for key, threshold in slo.figures().items():
-        m = measured_value(block, key)
+        m = measured_value(block, key, slo)
         lower_is_better = SLO_KEYS[key][2]
         passed = m is not None and (m <= threshold if lower_is_better else m >= threshold)
         out.append(SloResult(target, key, m, threshold, passed, level))
@@ -136,6 +182,8 @@ def request_meets(req: RequestLine, slo: SloSpec) -> bool:
         if key not in active:
             continue
         v = getattr(req, fieldname)
+        if v is None and fieldname == "ttfo_ms":
+            v = req.ttft_ms  # no reasoning: the first token was the first answer token
         if v is None:
             if fieldname in ("ttft_ms", "e2e_ms"):
                 return False  # a successful request always has these; without them it cannot be shown to meet

@@ -5,7 +5,9 @@ measured, to summary.json's figures, its verdict and its exit code (llmload/base
 
 SLOs are judged here, from the Summary itself (llmload/report/judge.py), so the verdict does not
 depend on whether the reports are written: an SLO missed with ``--no-reports`` exits 1 as it does
-with them. The caller writes summary.json and then the reports; a report that fails to render is
+with them. An SLO resting on a figure the run flagged (llmload/report/flagged.py) is inconclusive:
+exit 3 unless another was missed (exit 1) or the scenario judges flagged figures anyway. The
+verdict line is llmload/results/verdict.py's. The caller writes summary.json and then the reports; a report that fails to render is
 said as such and exits 4 when the run was otherwise ok (``reports_failed``), never "ok".
 The capacity search judges each probe with the same function, through ``llmload run``.
 """
@@ -18,12 +20,12 @@ from llmload.base.exitcodes import EXIT_INVALID, EXIT_OK, EXIT_REPORTS, EXIT_SLO
 from llmload.config.resolved import ResolvedRun
 from llmload.measure.client_health import client_health
 from llmload.measure.runstate import Aggregator
-from llmload.report.judge import missed_slos
+from llmload.report.judge import judge
 from llmload.results.run_outcome import RunOutcome
 from llmload.results.summary import build_summary
+from llmload.results.verdict import verdict
 from llmload.schema.results_model import (
     ClientHealth,
-    RunBlock,
     RunStatus,
     Summary,
     TelemetryInfo,
@@ -75,10 +77,12 @@ def finalize(
         telemetry=observed.telemetry,
         open_streams=observed.open_streams,
     )
-    missed = missed_slos(summary)
-    if code == EXIT_OK and missed:  # an interrupted or invalid run keeps its own code
+    judged = judge(summary)
+    if code == EXIT_OK and judged.missed:  # an interrupted or invalid run keeps its own code
         code = EXIT_SLO
-    summary.run.verdict = verdict(summary.run, missed, code)
+    elif code == EXIT_OK and judged.inconclusive:  # an SLO it could not judge is never "ok"
+        code = EXIT_INVALID
+    summary.run.verdict = verdict(summary, judged, code)
     summary.run.exit_code = code
     return summary, code
 
@@ -119,12 +123,34 @@ def _judge(
         reasons.append(
             f"{aborted} in-flight stream(s) were cut: {why} (status aborted, partial figures kept in requests.jsonl)"
         )
+    if outcome.results_error:
+        reasons.append(outcome.results_error)
     if outcome.interrupted:
-        reasons.append(f"interrupted by {outcome.interrupted}: load stopped before the plan's end")
+        if not outcome.plan_complete:
+            reasons.append(f"interrupted by {outcome.interrupted}: load stopped before the plan's end")
+        else:  # the drain after the last step: every request of the plan was sent
+            reasons.append(
+                f"interrupted by {outcome.interrupted} while in-flight streams drained after the plan completed"
+            )
         status, code = "interrupted", exit_code_for_signal(outcome.interrupted)
+    elif outcome.results_error:  # the directory lacks lines the run measured: never ok
+        status, code = "interrupted", EXIT_INVALID
     elif outcome.stop_reason and outcome.stop_reason != "plan complete":
         reasons.append(f"stopped early: {outcome.stop_reason}")
     return status, code, reasons
+
+
+def signalled_while_writing(summary: Summary, code: int, name: str) -> int:
+    """A signal came after the load ended, while the results were written: they were finished first
+    (complete, the figures unchanged), and the run exits as a signal ends a process (130 / 143)."""
+    code = exit_code_for_signal(name)
+    run = summary.run
+    run.reasons.append(
+        f"{name} received while the results were written (the load had ended): figures complete"
+    )
+    run.verdict = f"{run.verdict}; {name} while writing the results: exit {code}"
+    run.exit_code = code
+    return code
 
 
 def reports_failed(summary: Summary, code: int, error: str) -> int:
@@ -140,17 +166,3 @@ def reports_failed(summary: Summary, code: int, error: str) -> int:
     run.verdict = f"{run.verdict}; reports not written ({error}): exit {code}"
     run.exit_code = code
     return code
-
-
-def verdict(run: RunBlock, missed: list[str], code: int) -> str:
-    """One line that says how the run ended, as the exit code says it (the terminal's last line)."""
-    if run.status == "interrupted":
-        return f"interrupted by {run.stop_reason} (exit {code}): figures cover the run up to the stop"
-    if run.status == "invalid":
-        return f"invalid (exit {code}): {run.reasons[0] if run.reasons else 'no reason given'}"
-    head: str = "SLO missed" if missed else run.status
-    if run.status == "degraded":
-        head = "degraded" + (", SLO missed" if missed else "")
-        head += f": {len(run.lost_workers)} worker(s) lost"
-    line = f"{head} (exit {code})"
-    return line + (": " + "; ".join(missed) if missed else "")

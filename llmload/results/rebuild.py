@@ -26,6 +26,7 @@ from llmload.measure.runstate import Aggregator, Collector
 from llmload.measure.throughput import Window
 from llmload.results.summary import build_summary
 from llmload.schema.results_model import ClientHealth, CpuPercent, LoopLag, RequestLine, Summary
+from llmload.sinks.orphan_spool import ORPHANS, fold_in
 from llmload.sinks.results import read_telemetry
 
 RUN_INFO = "run.json"
@@ -121,7 +122,8 @@ def rebuild_summary(results_dir: Path) -> Summary:
     info = json.loads(info_path.read_text(encoding="utf-8"))
     sc = validate_data(info["scenario"], {}, info.get("scenario_file") or str(info_path))
     targets = [t.name for t in sc.targets]
-    recs = [_record(x) for x in _lines(d / "requests.jsonl") if x.target in targets]
+    lines, spooled = fold_in(d, _lines(d / "requests.jsonl"), _lines)  # orphaned workers' spools
+    recs = [_record(x) for x in lines if x.target in targets]
     collector = Collector(targets, worker="rebuilt")
     for r in recs:
         collector.started(r.target)
@@ -134,6 +136,7 @@ def rebuild_summary(results_dir: Path) -> Summary:
     reasons = [
         "the run ended without writing summary.json (killed?): rebuilt from requests.jsonl, "
         f"{len(recs)} request lines up to the last reporting interval",
+        *([f"{spooled} request lines from orphaned workers' spools ({ORPHANS}/)"] if spooled else []),
         "not in requests.jsonl, so approximated: no ITL percentiles (each line keeps its mean and "
         "max gap); throughput from first start to last end per level, each request counted whole",
     ]

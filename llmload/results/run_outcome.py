@@ -21,8 +21,11 @@ class RunOutcome:
     ended_at: float | None = None
     stop_reason: str | None = None  # "plan complete", a stop condition, a signal's name, the web UI
     interrupted: str | None = None  # the signal that stopped the run (SIGINT / SIGTERM)
+    plan_complete: bool = False  # every step of the plan ran (its drain may still be interrupted)
+    late_signal: str | None = None  # a signal after the load ended, while the results were written
     cut_why: str = ""  # why open streams were cut (stop_grace ran out, a second signal, the web UI)
     quit_early: bool = False  # the process quit mid-plan with no signal, no Stop, no stop condition
+    results_error: str | None = None  # the results disk failed (full): what the directory holds
     not_ready: str | None = None  # distributed: why the workers could not start (nothing was sent)
     reasons: list[str] = field(default_factory=list)  # said in summary.json's run.reasons
     lost_workers: list[LostWorker] = field(default_factory=list)

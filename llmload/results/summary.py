@@ -11,9 +11,12 @@ from typing import Any, cast
 from llmload import __version__
 from llmload.config.scenario import Scenario
 from llmload.config.target_spec import Target
+from llmload.hosts.scrape import GPU_INTERVAL_S
 from llmload.measure.agreement import server_agreement
+from llmload.measure.engine_figures import engine_figures
 from llmload.measure.metrics import TargetStats
 from llmload.measure.runstate import WARMUP, Aggregator
+from llmload.measure.scrape_cost import scrape_cost
 from llmload.measure.throughput import Window, throughput_block
 from llmload.schema.results_model import (
     SUMMARY_SCHEMA,
@@ -25,6 +28,7 @@ from llmload.schema.results_model import (
     LevelRate,
     LevelRequests,
     LevelTarget,
+    ReasoningTokens,
     Requests,
     RunBlock,
     Status,
@@ -52,8 +56,22 @@ def _figures(st: TargetStats) -> tuple[Tokens, dict[str, Latency]]:
         prompt_client=st.prompt_tokens_client,
         output=st.output_tokens,
         output_approx=st.output_tokens_approx,
+        **_reasoning(st),
     )
     return tokens, {m: Latency.model_validate(s) for m, s in st.latency_block().items()}
+
+
+def _reasoning(st: TargetStats) -> dict[str, ReasoningTokens]:
+    """Tokens.reasoning, set only when the window had reasoning (a classic run's summary is unchanged)."""
+    if not st.has_reasoning:
+        return {}
+    r = ReasoningTokens(
+        requests=st.reasoning_requests,
+        reasoning=st.reasoning_tokens,
+        answer=st.answer_tokens,
+        reasoning_approx=st.reasoning_tokens_approx,
+    )
+    return {"reasoning": r}
 
 
 def level_target(st: TargetStats, windows: list[Window]) -> LevelTarget:
@@ -101,15 +119,21 @@ def run_target(t: Target, agg: Aggregator, window: TargetStats, everything: Targ
     )
 
 
-def _measured_span(meta: Step, steps: list[Step], target: str, warmup: float) -> float:
+def _measured_span(meta: Step, warmup_ends: float) -> float:
     """The time a step's level sent its requests in, for its achieved rate: after the target's
-    warm-up (its first step's start plus ``load.warmup``; warm-up requests are a level of their own),
-    until the step ended; for an open loop, until its schedule ended (``planned_s``: the conductor
-    closes a step at its next tick, up to a second later, or once a request-bounded open loop's
-    streams have all ended, with nothing sent in between). A closed loop's users send until the
-    step closes: its rate is what they got through."""
-    first = min((m.start for m in steps if target in m.targets), default=meta.start)
-    start = max(meta.start, first + warmup)
+    warm-up, until the step ended; for an open loop, until its schedule ended (``planned_s``: the
+    conductor closes a step at its next tick, up to a second later, or once a request-bounded open
+    loop's streams have all ended, with nothing sent in between). A closed loop's users send until
+    the step closes: its rate is what they got through.
+
+    The warm-up ends where the controller ends it when it labels requests (locust/controller.py):
+    ``warmup_ends`` (the run's start plus ``load.warmup``) for targets run in parallel, else the
+    target's first step's start plus ``load.warmup``. It used to be the first step's start in both
+    cases, which for an open loop is 0.1 s after the run's start (conductor.OPEN_LOOP_LEAD_S): the
+    requests of that 0.1 s counted in the level but not in its time, and a capacity probe ended
+    early after 0.9 s showed 48.7 sent/s at 41.5 asked (43.8 with the right span; the rest is the
+    Poisson arrivals of one short second)."""
+    start = max(meta.start, warmup_ends)
     assert meta.end is not None
     end = meta.end
     if meta.planned_s is not None and meta.target_rate is not None:  # an open loop's schedule ends
@@ -143,9 +167,14 @@ def build_summary(
         block = run_target(tg, agg, window.get(tg.name) or TargetStats(), all_st)
         if tg.metrics_url and telemetry:
             block.server_agreement = _agreement(tg.name, all_st, agg, telemetry)
+            block.engine = engine_figures(telemetry, tg.name, tg.kind)
+        if telemetry:
+            _scrape_costs(block, tg.name, telemetry, scenario.client.scrape_interval)
         targets[tg.name] = block
     steps = [Step.model_validate(m) for m in (extra_run or {}).get("steps") or []]
-    levels = _levels(agg, steps, scenario.load.warmup, open_streams)
+    # parallel targets end their warm-up together, at measure_start (locust/controller.py)
+    warmup_ends = measure_start if scenario.load.mode == "parallel" else None
+    levels = _levels(agg, steps, scenario.load.warmup, warmup_ends, open_streams)
     run: dict[str, Any] = {
         "run_id": run_id,
         "scenario_name": scenario.name,
@@ -175,7 +204,11 @@ def build_summary(
 
 
 def _levels(
-    agg: Aggregator, steps: list[Step], warmup: float, open_streams: dict[tuple[str, str, str], int] | None
+    agg: Aggregator,
+    steps: list[Step],
+    warmup: float,
+    warmup_ends: float | None,
+    open_streams: dict[tuple[str, str, str], int] | None,
 ) -> list[Level]:
     """Each level's figures per target, with the load it asked for and reached."""
     levels = []
@@ -187,7 +220,10 @@ def _levels(
         for t, b in blocks.items():
             meta = next((m for m in steps if m.phase == ph and m.level == lv and t in m.targets), None)
             if meta is not None and meta.end is not None:
-                dur = _measured_span(meta, steps, t, warmup)
+                ends = warmup_ends
+                if ends is None:  # sequential: the target's own first step starts its warm-up
+                    ends = min((m.start for m in steps if t in m.targets), default=meta.start) + warmup
+                dur = _measured_span(meta, ends)
                 b.rate = LevelRate(
                     target=meta.target_rate,
                     achieved=round(b.requests.sent / dur, 4),
@@ -198,6 +234,18 @@ def _levels(
                 b.max_open = open_streams.get((ph, lv, t), 0)
         levels.append(Level(phase=ph, level=lv, value=_level_value(lv), targets=blocks))
     return levels
+
+
+def _scrape_costs(
+    block: TargetBlock, target: str, telemetry: list[TelemetryRow], interval_s: float | None
+) -> None:
+    """What scraping the target's pages cost (set only when a page answered: exclude_unset keeps it out)."""
+    engine = scrape_cost(telemetry, target, "engine", interval_s)
+    gpu = scrape_cost(telemetry, target, "gpu", GPU_INTERVAL_S)  # read on their own schedule
+    if engine is not None:
+        block.scrape = engine
+    if gpu is not None:
+        block.gpu_scrape = gpu
 
 
 def _agreement(

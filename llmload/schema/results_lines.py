@@ -19,6 +19,7 @@ Status = Literal[
     "truncated",
     "malformed",
     "empty",
+    "no_answer",
     "aborted",
 ]
 
@@ -57,6 +58,13 @@ class RequestLine(LenientModel):
     output_tokens_source: Literal["usage", "tokenizer", "chunks"] = "chunks"
     chunks: int = 0
     empty_chunks: int = 0
+    ttfo_ms: float | None = None  # reasoning requests only (the lines of a classic run leave them out)
+    reasoning_tokens: int | None = None
+    answer_tokens: int | None = None
+    reasoning_tokens_source: Literal["usage", "chunks"] | None = None
+    reasoning_chunks: int | None = None
+    reasoning_tpot_ms: float | None = None
+    answer_tpot_ms: float | None = None
     finish_reason: str | None = None
     error: str | None = None
     retry_after_s: float | None = None
@@ -67,7 +75,7 @@ class TelemetryRow(LenientModel):
 
     t: float
     target: str
-    source: Literal["engine", "gpu"]
+    source: Literal["engine", "gpu", "scrape"]  # scrape: the cost of one scrape (seconds, bytes)
     metric: str  # the normalised name (docs/telemetry.md)
     value: float
     gpu: str | None = None  # source gpu: the DCGM gpu id

@@ -2,7 +2,6 @@
 
     RequestLine.model_validate(json.loads(line))     # a reader gets typed fields, or a clear error
     python -m llmload.schema.schemas docs/schemas           # writes the published JSON Schemas (schemas.py)
-
 Writers build these shapes (records.RequestRecord.to_json, the conductor's interval rows, finish.py's
 run block) and readers parse them (rebuild.py); docs/schemas/ holds the JSON Schemas generated from
 these models, and tests/test_results_model.py checks that a real run's files match them and that the
@@ -10,9 +9,8 @@ published schemas are the models' own. The whole summary.json is a :class:`Summa
 builds one, finish.py completes its run block, and every reader (the report layer, the terminal
 table, the web UI, the InfluxDB summary points) reads its typed attributes.
 
-A key that a writer leaves out stays out: summary.json is written with ``exclude_unset``, so a
-block that is present only sometimes (``server_agreement``, a level's ``rate``, the open-loop
-latencies, ``histograms`` in levels) is a field with a default that the writer sets when it has it.
+A key that a writer leaves out stays out (summary.json is written with ``exclude_unset``): a block
+present only sometimes (``server_agreement``, a level's ``rate``) is a field with a default.
 """
 
 from __future__ import annotations
@@ -21,13 +19,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-# The lines of requests.jsonl, telemetry.jsonl and timeseries.jsonl are in results_lines.py; they are
-# named here too, so this module stays the one place a reader imports the results models from.
+# The lines (results_lines.py) and the scraped blocks (scrape_model.py) are named here too: this module
+# stays the one place a reader imports the results models from.
 from llmload.schema.results_lines import LenientModel
 from llmload.schema.results_lines import RequestLine as RequestLine
 from llmload.schema.results_lines import Status as Status
 from llmload.schema.results_lines import TelemetryRow as TelemetryRow
 from llmload.schema.results_lines import TimeseriesRow as TimeseriesRow
+from llmload.schema.scrape_model import EngineFigures as EngineFigures
+from llmload.schema.scrape_model import ScrapeCost as ScrapeCost
 
 SUMMARY_SCHEMA = "llmload.results.summary/1"
 RunStatus = Literal["ok", "invalid", "degraded", "interrupted", "incomplete"]
@@ -112,7 +112,7 @@ class ClientHealth(LenientModel):
 
 
 class TelemetryInfo(LenientModel):
-    scrape_interval_s: float
+    scrape_interval_s: float | None  # None: scraped before and after the load only (the default)
     scrapes: int | None
 
 
@@ -127,6 +127,40 @@ class Step(LenientModel):
     target_rate: float | None
     users: int | None
     planned_s: float | None = None  # the step's scheduled length (None: until its request count)
+
+
+class InfluxCounts(LenientModel):
+    """What ``run.influx`` counts: this process's InfluxDB points (sinks/influx.py InfluxSink.counts,
+    docs/telemetry.md). spooled = resent + replayed + remaining."""
+
+    written: int = 0  # accepted on their first write
+    spooled: int = 0  # went to influx-spool/ (an outage, a rejected batch)
+    resent: int = 0  # re-sent from the spool by the sink itself once the server answered again
+    replayed: int = 0  # re-sent by `llmload influx replay` (during or after the run)
+    remaining: int | None = None  # still in influx-spool/ (None in summaries older than the catch-up)
+    dropped: int = 0  # lost: the spool itself could not be written
+    spool_dir: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, run: RunBlock) -> InfluxCounts | None:
+        return None if run.influx is None else cls.model_validate(run.influx)
+
+    def line(self) -> str:
+        """One line for the terminal and the reports."""
+        if self.error:
+            return f"InfluxDB: the sink failed at close: {self.error}"
+        text = f"InfluxDB: {self.written:,} points written"
+        if self.spooled:
+            left = self.spooled - self.resent - self.replayed if self.remaining is None else self.remaining
+            text += f"; {self.spooled:,} spooled, {self.resent:,} re-sent by the catch-up"
+            text += f", {self.replayed:,} by llmload influx replay" if self.replayed else ""
+            text += f", {left:,} remaining" + (f" (llmload influx replay {self.spool_dir})" if left else "")
+        else:
+            text += ", none spooled"
+        if self.dropped:
+            text += f"; {self.dropped:,} dropped (the spool could not be written)"
+        return text
 
 
 class RunBlock(LenientModel):
@@ -153,7 +187,12 @@ class RunBlock(LenientModel):
     lost_workers: list[LostWorker] = []
     stop_reason: str | None = None
     results_dir: str | None = None
-    influx: dict[str, Any] | None = None  # what the InfluxDB sink recorded (sinks/influx.py close)
+    influx: dict[str, Any] | None = Field(
+        default=None,
+        description="what the InfluxDB sink recorded (sinks/influx.py close; read it as InfluxCounts): "
+        "written, spooled, resent (by the sink's own catch-up), replayed (by llmload influx replay), "
+        "remaining (still spooled), dropped, spool_dir, preflight",
+    )  # fmt: skip
     steps: list[Step] = []
     verdict: str | None = None
     exit_code: int | None = None
@@ -191,11 +230,21 @@ class Requests(LevelRequests):
     backoff_s: float
 
 
+class ReasoningTokens(LenientModel):
+    """Reasoning models (docs/metrics.md): output tokens split into reasoning and answer."""
+
+    requests: int  # requests that streamed reasoning
+    reasoning: int  # the server's completion_tokens_details.reasoning_tokens, else reasoning chunks
+    answer: int  # those requests' output tokens less their reasoning tokens
+    reasoning_approx: bool  # some reasoning counts came from chunk kinds, not the server's usage
+
+
 class Tokens(LenientModel):
     prompt: int  # the server's usage (chat template included)
     prompt_client: int  # llmload's own count of the prompt text it sent
     output: int
     output_approx: bool
+    reasoning: ReasoningTokens | None = None  # only when the window had reasoning
 
 
 class Throughput(LenientModel):
@@ -249,6 +298,9 @@ class TargetBlock(LenientModel):
     throughput: Throughput
     histograms: dict[str, HistogramSnapshot] = {}
     server_agreement: Agreement | None = None  # when the target has a metrics_url
+    scrape: ScrapeCost | None = None  # when its metrics_url answered at least once
+    gpu_scrape: ScrapeCost | None = None  # when its gpu_metrics_url answered at least once
+    engine: EngineFigures | None = None  # likewise, when its /metrics was scraped
 
 
 class LevelRate(LenientModel):

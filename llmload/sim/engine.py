@@ -82,6 +82,7 @@ class EngineCore:
         # counters (engine totals, read by telemetry)
         self.preemptions_total = 0
         self.prompt_tokens_total = 0
+        self.prompt_cached_tokens_total = 0  # of those, prefix-cache hits at the first admission
         self.generation_tokens_total = 0
         self.prefix_queries_total = 0
         self.prefix_hits_total = 0
@@ -218,6 +219,7 @@ class EngineCore:
             if index == 0:
                 seq.first_token = end
                 self.prompt_tokens_total += seq.prompt_len
+                self.prompt_cached_tokens_total += seq.cached_tokens
             if seq.output >= plan.output_tokens:
                 emissions.append(Emission(seq, index, plan.finish_reason))
                 finished.append(seq)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
 
+from llmload.sim.arrival import StampedReader
+
 MAX_HEAD = 64 * 1024
 MAX_BODY = 32 * 1024 * 1024
 _REASONS = {
@@ -34,6 +36,7 @@ class HttpRequest:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: bytes
+    arrived: float = 0.0  # when its last bytes reached the server, on the loop's clock (sim/arrival.py)
 
 
 Handler = Callable[[HttpRequest, "HttpProtocol"], None]
@@ -52,6 +55,8 @@ class HttpProtocol(asyncio.Protocol):
         self.on_resume: Callable[[], None] | None = None
         self._continued = False  # "100 Continue" already sent for the request being received
         self.registry: set[HttpProtocol] | None = None  # the server's open connections
+        self.arrived = 0.0  # the latest read's arrival (loop clock): a kernel stamp where there is one
+        self._reader = StampedReader(self._stamped_data, self._peer_closed, self._read_failed)
 
     # -- asyncio callbacks ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -65,14 +70,32 @@ class HttpProtocol(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+        self._reader.start(transport)
 
     def data_received(self, data: bytes) -> None:
+        """A read by the transport (no kernel stamps here): stamped when it is handled."""
+        self._stamped_data(data, asyncio.get_running_loop().time())
+
+    def _stamped_data(self, data: bytes, arrived: float) -> None:
+        if self.closed:
+            return
+        self.arrived = arrived
         self.buf += data
         if not self.busy:
             self._process()
 
+    def _peer_closed(self) -> None:
+        """The client closed its side: as asyncio does for a protocol without eof_received, close."""
+        if self.transport is not None:
+            self.transport.close()
+
+    def _read_failed(self, _exc: OSError) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._reader.stop()
         if self.registry is not None:
             self.registry.discard(self)
         cb, self.on_disconnect = self.on_disconnect, None
@@ -132,7 +155,7 @@ class HttpProtocol(asyncio.Protocol):
             conn = headers.get("connection", "").lower()
             self.keep_alive = conn != "close" if version == "HTTP/1.1" else conn == "keep-alive"
             self.busy = True
-            self.handler(HttpRequest(method, path.split("?", 1)[0], headers, body), self)
+            self.handler(HttpRequest(method, path.split("?", 1)[0], headers, body, self.arrived), self)
 
     def _fail(self, status: int, message: bytes) -> None:
         self.keep_alive = False

@@ -75,6 +75,20 @@ class OutputLength(Strict):
     min: int = Field(default=1, ge=1, description="shortest natural output")
 
 
+class Reasoning(Strict):
+    """A reasoning model: each answer starts with this many reasoning tokens (streamed as
+    ``reasoning_content``), lognormal around ``median``; a request's ``reasoning_effort`` scales it
+    (low x0.5, medium x1, high x2) and its ``thinking_token_budget`` caps it. Reasoning that reaches
+    ``max_tokens`` leaves no answer token (finish_reason length)."""
+
+    median: float = Field(default=200.0, gt=0, description="median reasoning length, tokens")
+    sigma: float = Field(default=0.6, ge=0, description="lognormal sigma (0: always the median)")
+    min: int = Field(default=1, ge=1, description="shortest reasoning")
+
+
+EFFORT_SCALE: dict[str, float] = {"low": 0.5, "medium": 1.0, "high": 2.0}
+
+
 class SimProfile(Strict):
     name: str
     note: str = Field(description="where the numbers come from")
@@ -94,6 +108,7 @@ class SimProfile(Strict):
     prefix_caching: bool = True
     stream_interval: int = Field(default=1, ge=1, description="tokens per streamed chunk")
     output_length: OutputLength = OutputLength()
+    reasoning: Reasoning | None = Field(default=None, description="a reasoning phase before each answer")
     fault_rate: float = Field(default=0.0, ge=0, le=1, description="fraction of requests aborted mid-stream")
     warn_lag_ms: float = Field(default=50.0, gt=0, description="host lag behind the model clock that warns")
 

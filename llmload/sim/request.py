@@ -34,6 +34,8 @@ class CompletionRequest:
     min_tokens: int
     seed: int | None
     ignore_eos: bool
+    reasoning_effort: str | None = None  # low | medium | high (profiles with reasoning)
+    thinking_budget: int | None = None  # vLLM's thinking_token_budget: reasoning tokens at most
 
 
 def _int_field(body: dict[str, Any], name: str, default: int | None) -> int | None:
@@ -131,4 +133,10 @@ def parse_completion(raw: bytes, *, chat: bool, model: str, max_model_len: int) 
             f"{len(ids) + max_tokens} tokens ({len(ids)} in the messages, {max_tokens} in the completion). "
             "Please reduce the length of the messages or completion.",
         )
-    return CompletionRequest(ids, key, stream, opts, max_tokens, min_tokens, seed, ignore_eos)
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in ("low", "medium", "high"):
+        raise BadRequest(400, "reasoning_effort must be one of low, medium, high")
+    budget = _int_field(body, "thinking_token_budget", None)
+    if budget is not None and budget < 0:
+        raise BadRequest(400, f"thinking_token_budget must be at least 0, got {budget}")
+    return CompletionRequest(ids, key, stream, opts, max_tokens, min_tokens, seed, ignore_eos, effort, budget)

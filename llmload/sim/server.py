@@ -37,14 +37,18 @@ class RequestState:
     stream: bool
     interval: int
     pending: list[str] = field(default_factory=list)  # token texts not yet written
+    pending_reasoning: bool = False  # those texts are reasoning tokens (one chunk holds one kind)
+    max_tokens: int = 0  # as asked (v1_metrics.py's request_params_max_tokens)
     sent_role: bool = False
+    first_token_t: float = 0.0
     last_token_t: float = 0.0
     text: list[str] = field(default_factory=list)  # non-stream: the whole answer
 
     def flush(self, completion: int) -> None:
         if not self.pending or self.proto.paused:
             return  # a lagging client gets merged deltas later, as vLLM does
-        data = self.fmt.content("".join(self.pending), completion)
+        chunk = self.fmt.reasoning if self.pending_reasoning else self.fmt.content
+        data = chunk("".join(self.pending), completion)
         if not self.sent_role and self.fmt.chat:
             data = self.fmt.role() + data
             self.sent_role = True
@@ -160,22 +164,25 @@ class SimServer:
             if i == 0:  # clamped: with host lag a request can join a step whose model start precedes it
                 m.ttft.observe(max(0.0, t - seq.arrival))
                 m.queue.observe(max(0.0, (seq.first_scheduled or seq.arrival) - seq.arrival))
+                st.first_token_t = t
             else:
                 gap = t - st.last_token_t
                 gaps[gap] = gaps.get(gap, 0) + 1
             st.last_token_t = t
             text = token_text(st.plan, i)
             if e.finish_reason is None:
+                reasoning = i < st.plan.reasoning_tokens
                 if not st.stream:
                     st.text.append(text)
                 elif st.interval == 1 and st.sent_role and not st.pending and not st.proto.paused:
-                    st.proto.send(st.fmt.content(text, i + 1))  # the hot path: one token, one chunk
+                    chunk = st.fmt.reasoning if reasoning else st.fmt.content
+                    st.proto.send(chunk(text, i + 1))  # the hot path: one token, one chunk
                 else:
-                    st.pending.append(text)
-                    if i == 0 or len(st.pending) >= st.interval:
-                        st.flush(i + 1)
+                    self._pend(st, text, i, reasoning)
                 continue
             m.e2e.observe(max(0.0, t - seq.arrival))
+            if m.v1 is not None:
+                m.v1.finished(seq, st.max_tokens, st.first_token_t, t)
             if e.finish_reason == "stop":
                 h.finished_stop += 1
             else:
@@ -183,11 +190,26 @@ class SimServer:
             self._finish(seq, st, text, e.finish_reason)
         for gap, n in gaps.items():
             m.itl.observe(gap, n)
+        if m.v1 is not None:
+            m.v1.stepped(res)
+
+    @staticmethod
+    def _pend(st: RequestState, text: str, i: int, reasoning: bool) -> None:
+        """A token that waits for its chunk (stream_interval, a paused client); kinds never share one."""
+        if st.pending and reasoning != st.pending_reasoning:
+            st.flush(i)
+        st.pending_reasoning = reasoning
+        st.pending.append(text)
+        if i == 0 or len(st.pending) >= st.interval:
+            st.flush(i + 1)
 
     def _finish(self, seq: Sequence, st: RequestState, text: str, reason: str) -> None:
         n = seq.output
         if st.stream:
-            data = st.fmt.final("".join(st.pending) + text, n, reason)
+            last_reasoning = n <= st.plan.reasoning_tokens
+            if st.pending and st.pending_reasoning != last_reasoning:
+                st.flush(n - 1)
+            data = st.fmt.final("".join(st.pending) + text, n, reason, last_reasoning)
             if not st.sent_role and st.fmt.chat:
                 data = st.fmt.role() + data
             st.proto.end_stream(data)
@@ -263,6 +285,9 @@ class SimServer:
             sim_seed=self.seed,
             request_seed=r.seed,
             digest=content_digest(r.key + b"|%d" % r.max_tokens),
+            reasoning=p.reasoning if chat else None,
+            effort=r.reasoning_effort,
+            thinking_budget=r.thinking_budget,
         )
         include_usage = continuous = False
         opts = r.stream_options
@@ -274,11 +299,19 @@ class SimServer:
         self._next_id += 1
         rid = ("chatcmpl-" if chat else "cmpl-") + f"{os.getpid():x}{self._next_id:08x}"
         fmt = wire.StreamFormat(
-            chat, rid, self.model, int(time.time()), len(r.ids), include_usage, continuous
+            chat,
+            rid,
+            self.model,
+            int(time.time()),
+            len(r.ids),
+            include_usage,
+            continuous,
+            plan.reasoning_tokens if p.reasoning is not None and chat else None,
         )
-        loop = asyncio.get_running_loop()
-        seq = Sequence(self._next_id, r.ids, plan, loop.time())
-        seq.ctx = RequestState(proto, fmt, plan, r.stream, p.stream_interval)
+        # from the arrival of the request's bytes (sim/arrival.py): the time they waited in the socket
+        # while this process was busy is part of TTFT, E2E and queueing, as the client sees them
+        seq = Sequence(self._next_id, r.ids, plan, req.arrived)
+        seq.ctx = RequestState(proto, fmt, plan, r.stream, p.stream_interval, max_tokens=r.max_tokens)
         if r.stream:
             proto.start_stream()
             proto.on_resume = lambda: seq.ctx.flush(seq.output)

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from llmload.sim.engine import EngineCore
 from llmload.sim.profiles import GIB, SimProfile
+from llmload.sim.v1_metrics import FINISHED_REASONS, V1Figures
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
@@ -79,6 +80,9 @@ class _EngineCollector:
         )
         done.add_metric([self.model, "0", "length"], h.finished_length)
         done.add_metric([self.model, "0", "stop"], h.finished_stop)
+        if p == "aphrodite":  # 0.24.1 lists every reason, at 0 until one happens (v1_metrics.py)
+            for reason in FINISHED_REASONS[2:]:
+                done.add_metric([self.model, "0", reason], 0)
         yield done
         yield GaugeMetricFamily(
             "llmload_sim_clock_lag_seconds", "Host behind the model clock at the last step.", value=h.lag_s
@@ -153,6 +157,10 @@ class EngineMetrics:
         self.lag = FastHistogram("llmload_sim_step_lag_seconds", "Host lag behind the model clock per step.",
                                  LAG_BUCKETS, {})  # fmt: skip
         self.registry.register(self.lag)
+        # a simulated Aphrodite serves the rest of 0.24.1's families too (v1_metrics.py)
+        self.v1 = (
+            V1Figures(self.registry, hist, prefix, model, core, profile) if prefix == "aphrodite" else None
+        )
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

@@ -5,6 +5,10 @@
   adds 4 template tokens, the assistant header 3 and begin-of-text 1 (Llama-3-like).  Token ids are hashes of (word, piece), so equal prompt prefixes give equal block hashes.
 - Output length: ``max_tokens`` with ignore_eos (or min_tokens >= max_tokens); otherwise a lognormal
   natural stop length drawn from a generator seeded by (simulator seed, request seed, request content).
+- Reasoning (profiles with ``reasoning``): the first tokens of the output are reasoning, their count
+  drawn from a generator of its own (so a profile without reasoning draws exactly as before), scaled by
+  the request's effort, capped by its thinking budget; the answer's length follows (ignore_eos: up to
+  max_tokens). Reasoning that reaches max_tokens leaves no answer token.
 - Token text: short pseudo-words such as " tok123".
 """
 
@@ -17,7 +21,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from llmload.sim.profiles import OutputLength
+from llmload.sim.profiles import EFFORT_SCALE, OutputLength, Reasoning
 
 CHARS_PER_TOKEN = 8
 MESSAGE_OVERHEAD = 4
@@ -59,6 +63,7 @@ class Plan:
     finish_reason: str  # "length" | "stop"
     fault_at: int | None  # abort after this many tokens (None: no fault)
     text_offset: int  # where its pseudo-words start in TOKEN_TEXTS
+    reasoning_tokens: int = 0  # the first this many output tokens are reasoning
 
 
 def content_digest(payload: bytes) -> int:
@@ -75,10 +80,18 @@ def plan_request(
     sim_seed: int,
     request_seed: int | None,
     digest: int,
+    reasoning: Reasoning | None = None,
+    effort: str | None = None,
+    thinking_budget: int | None = None,
 ) -> Plan:
     """Decide output length, finish reason and fault for one request, deterministically."""
-    rng = random.Random(hash((sim_seed, request_seed if request_seed is not None else -1, digest)))
+    seed = (sim_seed, request_seed if request_seed is not None else -1, digest)
+    rng = random.Random(hash(seed))
     natural = max(dist.min, round(dist.median * math.exp(dist.sigma * rng.gauss(0.0, 1.0))))
+    r = 0
+    if reasoning is not None:
+        r = _reasoning_length(reasoning, random.Random(hash((*seed, "reasoning"))), effort, thinking_budget)
+        natural += r
     if ignore_eos or min_tokens >= max_tokens or natural >= max_tokens:
         n, reason = max_tokens, "length"
     else:
@@ -86,7 +99,13 @@ def plan_request(
     fault_at = None
     if fault_rate > 0 and rng.random() < fault_rate:
         fault_at = rng.randrange(0, n)
-    return Plan(n, reason, fault_at, rng.randrange(len(TOKEN_TEXTS)))
+    return Plan(n, reason, fault_at, rng.randrange(len(TOKEN_TEXTS)), min(r, n))
+
+
+def _reasoning_length(spec: Reasoning, rng: random.Random, effort: str | None, budget: int | None) -> int:
+    scale = EFFORT_SCALE.get(effort or "medium", 1.0)
+    r = max(spec.min, round(spec.median * scale * math.exp(spec.sigma * rng.gauss(0.0, 1.0))))
+    return r if budget is None else min(r, budget)
 
 
 def token_text(plan: Plan, index: int) -> str:

@@ -45,11 +45,16 @@ def stream_error(message: str, code: int = 500) -> bytes:
     return b"data: " + json.dumps(err).encode() + b"\n\n" + DONE
 
 
-def _usage(prompt: int, completion: int) -> bytes:
-    return b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+def _usage(prompt: int, completion: int, reasoning: int | None = None) -> bytes:
+    """vLLM's usage; with ``reasoning``, OpenAI's ``completion_tokens_details.reasoning_tokens``."""
+    details = (
+        b"" if reasoning is None else b',"completion_tokens_details":{"reasoning_tokens":%d}' % reasoning
+    )
+    return b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}' % (
         prompt,
         prompt + completion,
         completion,
+        details,
     )
 
 
@@ -64,6 +69,7 @@ class StreamFormat:
     prompt_tokens: int
     include_usage: bool
     continuous_usage: bool
+    reasoning_tokens: int | None = None  # a reasoning profile's request: its usage says how many
 
     def __post_init__(self) -> None:
         obj = "chat.completion.chunk" if self.chat else "text_completion"
@@ -73,6 +79,7 @@ class StreamFormat:
             self.created,
             json.dumps(self.model).encode(),
         )
+        self._open_reasoning = b'{"index":0,"delta":{"reasoning_content":"'
         if self.chat:
             self._open = b'{"index":0,"delta":{"content":"'
             self._close_mid = b'"},"logprobs":null,"finish_reason":null}]'
@@ -97,14 +104,23 @@ class StreamFormat:
         """A chunk carrying ``text``; ``completion`` is the token count so far (for continuous usage)."""
         return b"".join((self._head, self._open, text.encode(), self._close_mid, self._tail(completion)))
 
-    def final(self, text: str, completion: int, finish_reason: str) -> bytes:
-        """The last content chunk (with finish_reason), the usage chunk when asked, and [DONE]."""
+    def reasoning(self, text: str, completion: int) -> bytes:
+        """A chat chunk carrying reasoning ``text`` (vLLM with a reasoning parser: ``reasoning_content``)."""
+        return b"".join(
+            (self._head, self._open_reasoning, text.encode(), self._close_mid, self._tail(completion))
+        )
+
+    def final(self, text: str, completion: int, finish_reason: str, reasoning: bool = False) -> bytes:
+        """The last content (or, ``reasoning``, reasoning) chunk with finish_reason, the usage chunk
+        when asked, and [DONE]."""
         fin = b'","logprobs":null,"finish_reason":"%s","stop_reason":null}]' % finish_reason.encode()
         if self.chat:
             fin = b'"}' + fin[1:]
-        out = [self._head, self._open, text.encode(), fin, self._tail(completion)]
+        opening = self._open_reasoning if reasoning and self.chat else self._open
+        out = [self._head, opening, text.encode(), fin, self._tail(completion)]
         if self.include_usage:
-            out += [self._head, b"]," + _usage(self.prompt_tokens, completion) + b"}\n\n"]
+            usage = _usage(self.prompt_tokens, completion, self.reasoning_tokens)
+            out += [self._head, b"]," + usage + b"}\n\n"]
         out.append(DONE)
         return b"".join(out)
 

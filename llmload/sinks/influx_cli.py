@@ -4,8 +4,10 @@
 
 DIR is a results directory (its ``influx-spool/`` is used) or a spool directory. Without
 ``--influx`` the destination recorded in the spool's ``target.json`` is used (URL, API,
-database/org/bucket; secrets still come from the environment). Each spool file is moved to
-``replayed/`` once all of its lines were accepted, so replaying twice writes nothing twice.
+database/org/bucket; secrets still come from the environment). Each spool file is claimed
+before it is posted and moved to ``replayed/`` once all of its lines were accepted, so
+replaying twice, or while a run's sink catches up on the same spool, posts nothing twice
+(llmload/sinks/spool.py says why).
 
 Exit codes: 0 every file replayed (or nothing to replay), 1 some files still fail (they stay
 in place for the next try), 2 bad input (no such directory, invalid options).
@@ -26,11 +28,14 @@ from llmload.config.influx_config import InfluxConfig, add_influx_arguments, inf
 from llmload.schema.results_model import Summary
 from llmload.sinks.influx_write import InfluxWriter, WriteError
 from llmload.sinks.spool import (
-    iter_chunks,
+    claim,
+    count_lines,
     mark_replayed,
     pending_files,
-    read_lines,
+    read_body,
     read_target,
+    release,
+    release_stale,
     resolve_spool_dir,
 )
 
@@ -74,33 +79,41 @@ def _config_for(ns: argparse.Namespace, spool_dir: Path) -> InfluxConfig:
 
 
 def replay(spool_dir: Path, config: InfluxConfig, out: TextIO | None = None) -> int:
-    """Replay every pending file; returns the exit code."""
+    """Replay every pending file, each claimed first (llmload/sinks/spool.py); returns the exit code.
+
+    A file that another sender holds (a run's own catch-up) is skipped: that sender posts it.
+    A file is posted as one body, so a failure never leaves half of it written.
+    """
     out = sys.stdout if out is None else out
     writer = InfluxWriter(config)
-    files = pending_files(spool_dir)
     written_points = written_files = 0
-    failed_points = failed_files = 0
+    failed_points = failed_files = busy_files = 0
     last_error = ""
     start = time.monotonic()
     try:
-        for path in files:
-            lines = read_lines(path)
+        for path in pending_files(spool_dir):
+            claimed = claim(path)
+            if claimed is None:
+                busy_files += 1
+                continue
+            body = read_body(claimed)
             try:
-                for chunk in iter_chunks(lines, config.batch_size):
-                    writer.write(("\n".join(chunk) + "\n").encode("utf-8"))
+                writer.write(body)
             except WriteError as exc:
-                failed_points += len(lines)
+                release(claimed)
+                failed_points += count_lines(body)
                 failed_files += 1
                 last_error = str(exc)
                 continue
-            mark_replayed(path)
-            written_points += len(lines)
+            mark_replayed(claimed)
+            written_points += count_lines(body)
             written_files += 1
     finally:
         writer.close()
+    busy = f"; {busy_files} files were being sent by another process" if busy_files else ""
     print(
         f"replayed {written_points} points from {written_files} files to {writer.where} "
-        f"in {time.monotonic() - start:.1f} s; remaining {failed_points} points in {failed_files} files",
+        f"in {time.monotonic() - start:.1f} s; remaining {failed_points} points in {failed_files} files{busy}",
         file=out,
     )
     _record_in_summary(spool_dir, written_points, failed_points)
@@ -138,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if not ns.directory.is_dir():
             raise _BadInput(f"{ns.directory}: no such directory")
         spool_dir = resolve_spool_dir(ns.directory)
+        release_stale(spool_dir)  # a sender that died mid-send left its claim
         if not pending_files(spool_dir):
             print(
                 f"replayed 0 points from 0 files; remaining 0 points in 0 files ({spool_dir}: nothing to replay)"

@@ -106,9 +106,23 @@ def _request_generic(rec: RequestRecord, prefix: str, ts: int) -> str:
             "itl_mean_ms": _ms(sum(itl) / len(itl)) if itl else None,
             "itl_max_ms": _ms(max(itl)) if itl else None,
             "schedule_lag_ms": _ms(rec.schedule_lag_s),
+            **_reasoning_fields(rec),
         }
     )
     return f"{prefix} {fields} {ts}"
+
+
+def _reasoning_fields(rec: RequestRecord) -> dict[str, float | int | None]:
+    """A reasoning request's own fields (docs/metrics.md); none for a request without reasoning."""
+    if not rec.has_reasoning:
+        return {}
+    return {
+        "ttfo_ms": _ms(rec.ttfo_s),
+        "reasoning_tokens": rec.reasoning_tokens,
+        "answer_tokens": rec.answer_tokens,
+        "tpot_reasoning_ms": _ms(rec.reasoning_tpot_s),
+        "tpot_answer_ms": _ms(rec.answer_tpot_s),
+    }
 
 
 class PointFormatter:
@@ -153,6 +167,8 @@ class PointFormatter:
         series = entry[0]
         ts = series.ts(rec.start_time)
         ttft, e2e, itl, n_out, n_in = rec.ttft_s, rec.e2e_s, rec.itl_s, rec.output_tokens, rec.prompt_tokens
+        if rec.reasoning_chunks or rec.reasoning_tokens:  # reasoning fields too: every field by name
+            return _request_generic(rec, series.prefix, ts)
         if ttft is not None and e2e is not None and itl and n_in is not None and n_out >= 2:
             # The common case (a successful streamed request) in one %-format, the series prefix
             # already in it: float repr of arbitrary values costs ~1 us each, %.3f a quarter of

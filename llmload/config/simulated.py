@@ -1,6 +1,7 @@
 """Which targets of a run were llmload's simulator, and with which profile: the one answer every
 surface shows (report.html, report.md, junit.xml, capacity pages, ``llmload compare``, the web UI's
-LLM tab), so a forwarded demo report cannot read as real engines.
+LLM tab, the terminal's table and its "who wins" line), so a forwarded demo report cannot read as
+real engines.
 
 A target is simulated when its kind is ``sim``: a scenario's own sim target, or a real target that
 ``simulate: true`` / ``--sim`` turned into its ``sim:`` stand-in (config/scenario.py: kind ``sim``,

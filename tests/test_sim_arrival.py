@@ -1,0 +1,61 @@
+"""The simulator counts a request's TTFT and E2E from its arrival at the server (the kernel's receive
+stamp, sim/arrival.py), not from when its busy event loop got round to parsing it: the time a
+request waits in the socket is part of the server's figures, as it is of the client's."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import pytest
+
+from llmload.sim.profiles import load_profile
+from llmload.sim.server import SimServer
+
+STALL_S = 0.3
+BODY = b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"ignore_eos":true,"stream":true}'
+REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\n\r\n%b" % (len(BODY), BODY)
+)
+
+
+async def _one_request_while_the_server_stalls() -> tuple[SimServer, float, float]:
+    """Send a request, then block the event loop (the server's too) for STALL_S before it can read
+    it. Returns the server and the client's TTFT and E2E (send to first token, send to the end)."""
+    server = SimServer(load_profile("test-fast-a"))
+    port = await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        sent = time.monotonic()
+        writer.write(REQUEST)
+        time.sleep(STALL_S)  # the whole process is busy: the request waits in the server's socket
+        first = None
+        while True:
+            line = await reader.readline()
+            if first is None and b'"content":" tok' in line:
+                first = time.monotonic()
+            if line.startswith(b"data: [DONE]"):
+                break
+        done = time.monotonic()
+        writer.close()
+        assert first is not None
+        return server, first - sent, done - sent
+    finally:
+        await server.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps are Linux's")
+def test_the_time_a_request_waited_in_the_socket_counts_in_the_servers_ttft_and_e2e() -> None:
+    server, client_ttft, client_e2e = asyncio.run(_one_request_while_the_server_stalls())
+    m = server.metrics
+    assert m.ttft.count == 1 and m.e2e.count == 1
+    # Lower bounds a busy host cannot break (it only lengthens both): the stall happened after the
+    # request reached the socket, so the server's clock ran through it. Stamped at parse time
+    # instead, the server's TTFT was one prefill step of test-fast-a (a few ms).
+    assert m.ttft.sum >= STALL_S and m.e2e.sum >= STALL_S
+    assert m.queue.sum >= STALL_S  # it waited, as far as the engine is concerned, from its arrival
+    # and never above the client's: the request reached the server after it was sent, and the
+    # client read each token after the server wrote it (1 ms for the clocks' conversion)
+    assert m.ttft.sum <= client_ttft + 0.001 and m.e2e.sum <= client_e2e + 0.001
