@@ -184,6 +184,15 @@ def read_timed_stream(port: int, body: dict[str, Any]) -> list[float]:
 
 @pytest.mark.integration
 def test_real_time_single_stream_matches_model() -> None:
+    """Token k is due at the prefill step's end plus k decode steps, on an absolute schedule.
+
+    Load can only make a token late, never early: the step clock starts when the simulator has
+    parsed the request, after this client's t0. So "never early" holds on every try, whatever the
+    host is doing. "Not late" is judged on the median token, which an absolute schedule keeps on
+    time after a freeze (the late tokens bunch up, the rest run on time) while a drifting or slow
+    model moves it (1 ms of drift per step puts the median 15 ms late). A host busy for the whole
+    of a 0.65 s stream can still move it, so up to three streams are read and one must be on time
+    (CI, 2026-12-05: the old check on the last token read 75 ms late under the other shard's engines)."""
     step = {
         "base_ms": 20.0,
         "per_decode_seq_ms": 0.0,
@@ -193,18 +202,29 @@ def test_real_time_single_stream_matches_model() -> None:
     args = ["--profile-json", profile_json("test-fast-a", step=step), "--log-level", "warning"]
     words = 60
     prompt = 1 + 4 + words + 3  # begin-of-text, message header, one token per short word, assistant header
-    with SimProcess(args) as sim:
-        body = {"messages": [{"role": "user", "content": "word " * words}], "max_tokens": 30,
-                "ignore_eos": True, "stream": True}  # fmt: skip
-        times = read_timed_stream(sim.port, body)
-    assert len(times) == 30
     ttft_model = (step["base_ms"] + step["per_prefill_token_ms"] * prompt) / 1000
-    itl = [b - a for a, b in zip(times, times[1:], strict=False)]
-    # scheduling tolerance on a 2-core machine: generous, but far tighter than the figures themselves
-    assert times[0] == pytest.approx(ttft_model, abs=0.015)
-    assert statistics.median(itl) == pytest.approx(step["base_ms"] / 1000, abs=0.004)
-    # absolute schedule: the whole stream does not drift
-    assert times[-1] - times[0] == pytest.approx(29 * step["base_ms"] / 1000, abs=0.03)
+    itl_model = step["base_ms"] / 1000
+    tries: list[tuple[float, float]] = []
+    with SimProcess(args) as sim:
+        for word in (
+            "word",
+            "tree",
+            "lamp",
+        ):  # a new prompt each try: a cached prefix would shorten the prefill
+            body = {"messages": [{"role": "user", "content": f"{word} " * words}], "max_tokens": 30,
+                    "ignore_eos": True, "stream": True}  # fmt: skip
+            times = read_timed_stream(sim.port, body)
+            assert len(times) == 30
+            late = [t - (ttft_model + k * itl_model) for k, t in enumerate(times)]
+            assert min(late) >= -0.002, (
+                f"a token came before the model's time: {min(late) * 1000:.1f} ms early"
+            )
+            itl = [b - a for a, b in zip(times, times[1:], strict=False)]
+            tries.append((statistics.median(late), statistics.median(itl)))
+            if tries[-1][0] <= 0.010 and abs(tries[-1][1] - itl_model) <= 0.004:
+                return
+    shown = ", ".join(f"median {m * 1000:.1f} ms late, ITL {i * 1000:.1f} ms" for m, i in tries)
+    pytest.fail(f"no stream on the model's schedule in 3 tries: {shown}")
 
 
 def metric_families(base: str, path: str = "/metrics") -> dict[str, Any]:
