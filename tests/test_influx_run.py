@@ -99,7 +99,7 @@ def test_v1_run_stores_one_point_per_request(tmp_path: Path, workers: int) -> No
 @pytest.mark.timeout(200)
 def test_outage_mid_run_catches_up_without_replay(tmp_path: Path) -> None:
     scn = tmp_path / "s.yaml"
-    scn.write_text(scenario("12s"))
+    scn.write_text(scenario("16s"))
     out = tmp_path / "r"
     with influxdb_server(tmp_path) as influx:
         influx.create_database("llmload")
@@ -127,13 +127,13 @@ def test_outage_mid_run_catches_up_without_replay(tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        # wait until points flow, then take the database away for ~5 s
+        # wait until points flow, then take the database away for ~8 s
         deadline = time.monotonic() + 60
         while influx.count("llm_request", "index", db="llmload") == 0:
             assert time.monotonic() < deadline and proc.poll() is None, "no point reached InfluxDB"
             time.sleep(0.5)
         influx.stop()
-        time.sleep(5)
+        time.sleep(8)
         influx.start()
         log = proc.communicate(timeout=150)[0]
         assert proc.returncode == 0, log[-3000:]
@@ -144,8 +144,9 @@ def test_outage_mid_run_catches_up_without_replay(tmp_path: Path) -> None:
         assert influx_counts["spooled"] > 0, influx_counts
         assert influx_counts["resent"] == influx_counts["spooled"] and influx_counts["remaining"] == 0
         assert influx_counts["replayed"] == 0 and influx_counts["dropped"] == 0
-        # The outage did not hold the load loop: no stall of seconds (a busy host gives milliseconds).
-        assert summary["run"]["client"]["loop_lag_ms"]["max"] < 3000
+        # The outage did not hold the load loop: a loop held by the writer stalls for the ~8 s outage;
+        # a busy host gives milliseconds, and has frozen a process for 4 s at worst in CI.
+        assert summary["run"]["client"]["loop_lag_ms"]["max"] < 6000
         assert influx.count("llm_request", "index", db="llmload") == len(sent) > 0
         assert not list((out / "influx-spool").glob("*.lp"))
         line = f"InfluxDB: {influx_counts['written']:,} points written; {influx_counts['spooled']:,} spooled"

@@ -214,7 +214,7 @@ def test_outage_spools_then_catches_up_by_itself(tmp_path: Path, capsys: pytest.
         )
         results = tmp_path / "results"
         # 10 greenlets x 500 requests, one every 10 ms: about 5 s of feeding.
-        proc = _run_feeder(cfg, results, greenlets=10, per_greenlet=500, spacing_s=0.01, close_timeout_s=5)
+        proc = _run_feeder(cfg, results, greenlets=10, per_greenlet=500, spacing_s=0.01, close_timeout_s=20)
         deadline = time.monotonic() + 30
         while influx.count("llm_request", "index", "llmload") == 0:  # points flow (slow start on a busy host)
             assert proc.poll() is None and time.monotonic() < deadline, "the feeder wrote nothing"
@@ -229,7 +229,8 @@ def test_outage_spools_then_catches_up_by_itself(tmp_path: Path, capsys: pytest.
         assert stats["written"] + stats["spooled"] == stats["requests"] + stats["intervals"] + 2
         # ... and re-sent by the greenlet writer itself once the server answered: no replay.
         assert stats["resent"] == stats["spooled"] and stats["remaining"] == 0, stats
-        assert stats["close_s"] < 5.0 + 2.0  # close() kept its time limit (5 s, plus slack for a busy host)
+        # close() kept its time limit (20 s: time for influxd's restart and the catch-up on a busy host)
+        assert stats["close_s"] < 20.0 + 2.0
         assert "spooling" in err and "accepts writes again; re-sending" in err  # one line each way
         spool = results / "influx-spool"
         assert not pending_files(spool) and len(list((spool / "replayed").glob("*.lp"))) > 0

@@ -343,7 +343,7 @@ def test_disconnect_frees_sequence_and_blocks(sim_a: SimProcess) -> None:
     assert sample_value(fams, "vllm:num_requests_running") == 1
     assert sample_value(fams, "vllm:kv_cache_usage_perc") > 0
     s.close()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # ends as soon as it is seen: the bound is for a busy host
     while time.monotonic() < deadline:
         fams = metric_families(sim_a.base_url)
         if sample_value(fams, "vllm:num_requests_running") == 0:
@@ -360,7 +360,7 @@ def test_keep_alive_and_pipelining_on_one_connection(sim_a: SimProcess) -> None:
     one = json.dumps(chat(2, stream=False)).encode()
     req = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%b" % (len(one), one)
     with socket.create_connection(("127.0.0.1", sim_a.port)) as s:
-        s.settimeout(5)
+        s.settimeout(30)
         s.sendall(req + req + b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
         data = b""
         while data.count(b"HTTP/1.1 200") < 3:

@@ -114,7 +114,7 @@ def test_expect_100_continue(sim_a: SimProcess) -> None:
     head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\n"
             b"content-length: %d\r\n\r\n") % len(body)  # fmt: skip
     with socket.create_connection(("127.0.0.1", sim_a.port)) as s:
-        s.settimeout(5)
+        s.settimeout(30)
         s.sendall(head)
         assert s.recv(100).startswith(b"HTTP/1.1 100 Continue")
         s.sendall(body)

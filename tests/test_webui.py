@@ -66,7 +66,7 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
             "fast-a": "simulated engine (profile test-fast-a)",
             "fast-b": "simulated engine (profile test-fast-b)",
         }, rows
-        page.locator("#llmload-csv").wait_for(state="visible", timeout=5000)  # the tab's CSV link
+        page.locator("#llmload-csv").wait_for(state="visible", timeout=30000)  # the tab's CSV link
         # The tab's charts, drawn in the page from ./llmload/series: a line per target in each,
         # KV-cache usage included (the simulators' /metrics, scraped into telemetry.jsonl).
         charts = {
