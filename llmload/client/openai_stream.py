@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from llmload.client.answer import AnswerShape
 from llmload.client.failures import classify_http, error_message
 from llmload.client.sse import StreamState
 from llmload.config.secrets import Masker, clip
@@ -68,7 +69,7 @@ class PreparedRequest:
     path: str
     headers: dict[str, str]
     body: bytes
-    api: str = "chat"  # chat | completions
+    api: str = "chat"  # chat | completions | responses
 
 
 def build_request(
@@ -86,7 +87,11 @@ def build_request(
     api_key: str | None = None,
     base_path: str = "",
 ) -> PreparedRequest:
-    """Build a streaming chat or completions request asking for usage in the stream."""
+    """Build a streaming chat, completions or Responses request asking for usage in the stream."""
+    if api == "responses":
+        return _responses_request(
+            model, prompt, max_tokens, temperature, extra_body, headers, api_key, base_path
+        )
     body: dict[str, Any] = {"model": model}
     if api == "chat":
         if isinstance(prompt, str):
@@ -100,7 +105,7 @@ def build_request(
         body["prompt"] = prompt
         path = base_path.rstrip("/") + "/v1/completions"
     else:
-        raise ValueError(f"unknown api {api!r} (expected chat or completions)")
+        raise ValueError(f"unknown api {api!r} (expected chat, completions or responses)")
     body["max_tokens"] = max_tokens
     if temperature is not None:
         body["temperature"] = temperature
@@ -114,12 +119,55 @@ def build_request(
     body["stream_options"] = {"include_usage": True}
     if extra_body:
         body.update(extra_body)
+    return PreparedRequest("POST", path, _headers(headers, api_key), orjson.dumps(body), api)
+
+
+def _headers(headers: dict[str, str] | None, api_key: str | None) -> dict[str, str]:
     hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if headers:
         hdrs.update(headers)
     if api_key:
         hdrs["Authorization"] = f"Bearer {api_key}"
-    return PreparedRequest("POST", path, hdrs, orjson.dumps(body), api)
+    return hdrs
+
+
+def _responses_request(
+    model: str,
+    prompt: str | list[dict[str, str]],
+    max_tokens: int,
+    temperature: float | None,
+    extra_body: dict[str, Any] | None,
+    headers: dict[str, str] | None,
+    api_key: str | None,
+    base_path: str,
+) -> PreparedRequest:
+    """``POST /v1/responses``, streamed. The workload's fields in the Responses API's spelling:
+    ``reasoning: {effort}``, flat function tools, ``text: {format}`` for response_format. It has no
+    ``ignore_eos``, ``min_tokens`` or ``seed`` (vLLM 0.32 ignores them there), so none is sent:
+    each answer ends where the model ends it (docs/scenarios.md)."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    body: dict[str, Any] = {"model": model, "input": messages, "max_output_tokens": max_tokens}
+    if temperature is not None:
+        body["temperature"] = temperature
+    body["stream"] = True
+    extra = dict(extra_body or {})
+    effort = extra.pop("reasoning_effort", None)
+    if effort is not None:
+        body["reasoning"] = {"effort": effort}
+    tools = extra.pop("tools", None)
+    if tools is not None:
+        body["tools"] = [{"type": "function", **t["function"]} for t in tools]
+    choice = extra.pop("tool_choice", None)
+    if choice is not None:
+        body["tool_choice"] = (
+            choice if isinstance(choice, str) else {"type": "function", **choice["function"]}
+        )
+    fmt = extra.pop("response_format", None)
+    if fmt is not None:
+        body["text"] = {"format": {"type": fmt["type"], **fmt.get("json_schema", {})}}
+    body.update(extra)
+    path = base_path.rstrip("/") + "/v1/responses"
+    return PreparedRequest("POST", path, _headers(headers, api_key), orjson.dumps(body), "responses")
 
 
 def stream_request(
@@ -134,6 +182,7 @@ def stream_request(
     first_token: Callable[[float], None] | None = None,
     count_tokens: Callable[[str], int] | None = None,
     mask: Masker | None = None,
+    shape: AnswerShape | None = None,
 ) -> RequestRecord:
     """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
 
@@ -143,11 +192,19 @@ def stream_request(
     called with the tokens each read brought (the live rate and the window throughput);
     ``first_token(ttft_s)`` once, when the first token arrives (the live TTFT, before the end);
     ``count_tokens`` (a local tokenizer) counts the output when the server sends no usage;
-    ``mask`` (the run's secrets) is applied to every error text before it is cut (``secrets.clip``).
+    ``mask`` (the run's secrets) is applied to every error text before it is cut (``secrets.clip``);
+    ``shape`` (the workload's JSON or tool-call ask) judges the answer (llmload/client/answer.py).
     """
     rec.start_time = wall()
     t_send = clock()
-    state = StreamState(t_send=t_send, api=req.api, texts=[] if count_tokens is not None else None, mask=mask)
+    state = StreamState(
+        t_send=t_send,
+        api=req.api,
+        texts=[] if count_tokens is not None else None,
+        mask=mask,
+        shape=shape,
+        answer=[] if shape is not None else None,
+    )
     resp: Response | None = None
     complete = False
     try:

@@ -21,6 +21,9 @@ from typing import Any
 
 import orjson
 
+from llmload.client import responses_events
+from llmload.client.answer import AnswerShape, ToolCall
+from llmload.client.chat_chunks import add_tool_deltas, bears_token, choice_text
 from llmload.client.failures import not_a_stream
 from llmload.config.secrets import Masker, clip
 from llmload.measure.records import RequestRecord
@@ -57,6 +60,9 @@ class StreamState:
     last_reasoning_t: float | None = None  # the last reasoning token's read (reasoning TPOT)
     answer_split: int | None = None  # token chunks before the first answer chunk (splits ITL by phase)
     texts: list[str] | None = None  # generated text, kept only when a tokenizer counts the output
+    shape: AnswerShape | None = None  # the answer's asked-for shape (llmload/client/answer.py)
+    answer: list[str] | None = None  # the answer's text, kept only when a shape judges it
+    calls: dict[int, ToolCall] = field(default_factory=dict)  # streamed tool calls by index
     mask: Masker | None = None  # the run's secrets, masked in every error text before it is cut
     _prev_completion: int = 0
     _last_reasoning: bool = False  # the last token chunk was reasoning
@@ -129,6 +135,9 @@ class StreamState:
         self.feed_event(t, obj)
 
     def feed_event(self, t: float, obj: dict[str, Any]) -> None:
+        if self.api == "responses":
+            self._responses_event(t, obj)
+            return
         err = obj.get("error")
         if err or obj.get("object") == "error":
             msg = err.get("message") if isinstance(err, dict) else (err if isinstance(err, str) else None)
@@ -151,9 +160,19 @@ class StreamState:
         if chunk_tokens is not None:
             bearing = chunk_tokens > 0  # usage on this chunk says whether a token came with it
         else:
-            bearing = _bears_token(choice)
+            bearing = bears_token(choice)
         if not bearing:
             return
+        text, reasoning = choice_text(choice)
+        if not text and not reasoning:
+            add_tool_deltas(choice, self.calls)
+        self._token(t, chunk_tokens, text, reasoning, bool(fr))
+
+    def _token(
+        self, t: float, chunk_tokens: int | None, text: str | None, reasoning: bool, last: bool
+    ) -> None:
+        """A token-bearing chunk read at ``t``: ``chunk_tokens`` from per-chunk usage (None: not
+        said), its text and kind; ``last``: it carries the finish_reason."""
         self.text_chunks += 1
         if self.first_text_t is None:
             self.first_text_t = t
@@ -166,7 +185,6 @@ class StreamState:
         if chunk_tokens is None:
             self.per_chunk_usage = False
         self.last_text_t = t
-        text, reasoning = _choice_text(choice)
         if reasoning:
             self.reasoning_chunks += 1
             self.reasoning_tokens += chunk_tokens if chunk_tokens is not None else 1
@@ -176,10 +194,29 @@ class StreamState:
             self.answer_split = self.text_chunks - 1
         if not text:
             self.empty_chunks += 1  # a token whose text is "" (part of a UTF-8 character, or a special)
-        self.last_chunk_empty_finish = bool(fr) and not text
+        self.last_chunk_empty_finish = last and not text
         self._last_reasoning = reasoning
-        if self.texts is not None and text:
-            self.texts.append(text)
+        if text:
+            if self.texts is not None:
+                self.texts.append(text)
+            if self.answer is not None and not reasoning:
+                self.answer.append(text)
+
+    def _responses_event(self, t: float, obj: dict[str, Any]) -> None:
+        """A Responses API event (llmload/client/responses_events.py), timed as a chat chunk."""
+        ev = responses_events.read(obj, bool(self.calls))
+        if ev.kind == "token":
+            if ev.call is not None:
+                self.calls.setdefault(ev.call, ToolCall()).arguments.append(ev.text)
+            self._token(t, None, None if ev.call is not None else ev.text, ev.reasoning, False)
+        elif ev.kind == "call" and ev.call is not None:
+            self.calls.setdefault(ev.call, ToolCall()).name = ev.name
+        elif ev.kind == "end":
+            if ev.usage is not None:
+                self._usage(ev.usage)
+            self.finish_reason, self.done = ev.finish_reason, True
+        elif ev.kind == "error":
+            self._fail("stream_error", clip(ev.message, self.mask))
 
     def _usage(self, usage: dict[str, Any]) -> int | None:
         """A chunk's usage: the server's counts so far; returns the tokens this chunk added, if it says."""
@@ -291,56 +328,19 @@ class StreamState:
             )
         else:
             rec.status = "ok"
+        rec.tool_calls = len(self.calls)
+        if self.shape is not None:
+            self._judge(rec)
         return rec
+
+    def _judge(self, rec: RequestRecord) -> None:
+        """The answer against its asked-for shape: a usable stream whose answer is not is
+        ``invalid_output`` (docs/metrics.md)."""
+        assert self.shape is not None
+        problem = self.shape.judge("".join(self.answer or ()), list(self.calls.values()), self.finish_reason)
+        rec.answer_check, rec.answer_valid = self.shape.check, problem is None
+        if problem is not None and rec.status == "ok":
+            rec.status, rec.error = "invalid_output", clip(problem, self.mask)
 
 
 _SSE_FIELD = re.compile(rb"^[A-Za-z][A-Za-z_-]*:")  # data:, event:, id:, retry:, error: (llama.cpp)
-_TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
-
-
-def _bears_token(choice: dict[str, Any]) -> bool:
-    """Whether a chunk without per-chunk usage carries a generated token (docs/metrics.md).
-
-    A token's text can decode to "" (part of a UTF-8 character), and vLLM still sends its chunk:
-    a text field that is present as a string, even empty, is a token. Not tokens: the role chunk
-    (``role`` with empty or null content), deltas with no text field or only nulls (llama.cpp's
-    ``content: null``, OpenAI's final ``delta: {}``).
-    """
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        texts = [delta[k] for k in _TEXT_FIELDS if isinstance(delta.get(k), str)]
-        if delta.get("tool_calls"):
-            return True
-        if not texts:
-            return False
-        if "role" in delta and not any(texts):
-            return False  # the role-only first chunk
-        return True
-    if isinstance(choice.get("text"), str):
-        return True  # completions: one chunk per token, text possibly ""
-    msg = choice.get("message")
-    return isinstance(msg, dict) and isinstance(msg.get("content"), str)
-
-
-def _choice_text(choice: dict[str, Any]) -> tuple[str | None, bool]:
-    """A token chunk's text, and whether its token is reasoning: an answer is a non-empty
-    ``content`` or a tool-call delta; else a ``reasoning_content`` / ``reasoning`` string (even "")
-    makes it reasoning; else (``content: ""``, completions text) it is an answer token."""
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        content = delta.get("content")
-        if content or delta.get("tool_calls"):
-            return content, False
-        r = delta.get("reasoning_content")
-        if r is None:
-            r = delta.get("reasoning")
-        if isinstance(r, str):
-            return r, True
-        return content, False
-    text = choice.get("text")
-    if text:
-        return str(text), False
-    msg = choice.get("message")
-    if isinstance(msg, dict):
-        return msg.get("content"), False
-    return None, False

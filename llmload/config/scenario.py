@@ -211,6 +211,19 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _shapes_need_chat(self) -> Scenario:
+        wl = self.workload
+        if wl.tools is None and wl.response_format is None:
+            return self
+        text = [t.name for t in self.targets if t.api == "completions"]
+        if text:
+            raise ValueError(
+                f"workload tools/response_format need api chat or responses; "
+                f"target(s) {', '.join(text)} use api completions"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _simulate(self) -> Scenario:
         if not self.simulate:
             return self

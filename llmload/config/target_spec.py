@@ -77,7 +77,10 @@ class Target(Strict):
     )
     base_url: str | None = Field(None, description="http://host:port of the OpenAI-compatible server")
     model: str | None = Field(None, description="served model name (must match /v1/models)")
-    api: Literal["chat", "completions"] = "chat"
+    api: Literal["chat", "completions", "responses"] = Field(
+        "chat",
+        description="chat (/v1/chat/completions), completions (/v1/completions), responses (/v1/responses)",
+    )
     api_key_env: str | None = Field(None, description="environment variable holding the API key")
     headers: dict[str, str] = Field(
         default_factory=dict, description="extra HTTP headers (values as strings)"

@@ -1,6 +1,7 @@
 """The workload, one model per kind: a field that belongs to another kind is an error at its line.
 
-Every kind takes the common fields (seed, lengths, sampling, system prompt, tokenizer, salt); each
+Every kind takes the common fields (seed, lengths, sampling, system prompt, tokenizer, salt, and
+the answer's shape: llmload/config/answer_spec.py); each
 adds its own. ``kind`` picks the model and defaults to ``synthetic``. A field of another kind
 would have been accepted and ignored by one model for all kinds; here the chosen kind's model
 refuses it, and ``foreign_field`` turns pydantic's "unknown field" into which kind it belongs to.
@@ -13,13 +14,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
-from llmload.base.strict import Strict
+from llmload.config.answer_spec import AnswerFields
 from llmload.config.durations import Duration
 from llmload.config.lengths import Length
 from llmload.config.limits import MAX_TOKENS
 
 
-class WorkloadCommon(Strict):
+class WorkloadCommon(AnswerFields):
     seed: int = 42
     input_tokens: Length = Field(128, description="prompt length in tokens (approximated by words)")
     output_tokens: Length = Field(256, description="max_tokens per request")

@@ -78,6 +78,7 @@ class WorkloadSource:
             self._tok = load_tokenizer(self._resolve(wl.tokenizer))
         self.turns_max = max(1, _max_len(wl.turns)) if isinstance(wl, MultiturnWorkload) else 1
         self._trace: list[TraceRow] = []
+        self.answer_shape = wl.answer_shape()  # what each answer is judged against (client/answer.py)
         self.notes: list[str] = []  # what loading changed (a trace sorted), said once by the run
         if isinstance(wl, TraceWorkload):
             self._trace = load_trace(
@@ -93,9 +94,10 @@ class WorkloadSource:
     def request_fields(self) -> dict[str, Any]:
         """Body fields every request carries for the workload's knobs (reasoning models): the
         effort as ``reasoning_effort`` (OpenAI, vLLM, SGLang), the thinking budget as vLLM's
-        ``thinking_token_budget``. A target's ``extra_body`` is merged over them (another engine's
-        spelling goes there)."""
-        out: dict[str, Any] = {}
+        ``thinking_token_budget``; tools, tool_choice and response_format as written (the Responses
+        API's spelling is made by build_request). A target's ``extra_body`` is merged over them
+        (another engine's spelling goes there)."""
+        out: dict[str, Any] = self.wl.body_fields()
         if self.wl.reasoning_effort is not None:
             out["reasoning_effort"] = self.wl.reasoning_effort
         if self.wl.thinking_budget is not None:

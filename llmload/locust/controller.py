@@ -298,6 +298,7 @@ class LLMRun:
                 progress=lambda n: windows.add(tokens, n),
                 first_token=lambda ttft_s: self.collector.first_token(t, ttft_s),
                 count_tokens=self.source.output_counter,
+                shape=self.source.answer_shape,
                 mask=self._mask,  # masked before any cut: a long echoed key must not leave a prefix
             )
         except BaseException:

@@ -53,6 +53,9 @@ class TargetStats:
     answer_tokens: int = 0  # of output_tokens, requests with reasoning only
     reasoning_tokens_approx: bool = False  # some came from chunk kinds, not the server's usage
     reasoning_requests: int = 0  # requests that streamed reasoning
+    answers_checked: int = 0  # answers judged against an asked-for shape (JSON, tool call)
+    answers_valid: int = 0  # of which usable (llmload/client/answer.py)
+    tool_calls: int = 0  # tool calls streamed
     first_start: float | None = None  # epoch of the earliest request start seen
     last_end: float | None = None  # epoch of the latest request end seen
 
@@ -75,6 +78,10 @@ class TargetStats:
             h["schedule_lag"].record(lag)
         if rec.has_reasoning:
             self._add_reasoning(rec)
+        if rec.answer_check is not None:
+            self.answers_checked += 1
+            self.answers_valid += rec.answer_valid is True
+        self.tool_calls += rec.tool_calls
         if not rec.ok:
             return
         if rec.ttfo_s is not None:
@@ -146,6 +153,9 @@ class TargetStats:
         self.answer_tokens += other.answer_tokens
         self.reasoning_tokens_approx = self.reasoning_tokens_approx or other.reasoning_tokens_approx
         self.reasoning_requests += other.reasoning_requests
+        self.answers_checked += other.answers_checked
+        self.answers_valid += other.answers_valid
+        self.tool_calls += other.tool_calls
         if other.first_start is not None and (
             self.first_start is None or other.first_start < self.first_start
         ):
@@ -167,6 +177,8 @@ class TargetStats:
         if self.reasoning_requests:
             out["r"] = [self.reasoning_requests, self.reasoning_tokens, self.answer_tokens]
             out["ra"] = self.reasoning_tokens_approx
+        if self.answers_checked or self.tool_calls:
+            out["a"] = [self.answers_checked, self.answers_valid, self.tool_calls]
         return out
 
     @classmethod
@@ -183,6 +195,8 @@ class TargetStats:
         if "r" in d:
             ts.reasoning_requests, ts.reasoning_tokens, ts.answer_tokens = d["r"]
             ts.reasoning_tokens_approx = bool(d.get("ra", False))
+        if "a" in d:
+            ts.answers_checked, ts.answers_valid, ts.tool_calls = d["a"]
         ts.first_start = d.get("fs")
         ts.last_end = d.get("le")
         return ts

@@ -23,6 +23,7 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "malformed",  # a data line that is not valid JSON / not a completion chunk
     "empty",  # the stream completed but the server generated no token (usage 0, or no token chunk)
     "no_answer",  # reasoning tokens and not one answer token (reasoning used the whole budget)
+    "invalid_output",  # the answer is not the JSON or tool call the request asked for (client/answer.py)
     "aborted",  # cut by llmload itself (test stopped and the grace time ran out)
 )
 STATUS_CLASSES: tuple[str, ...] = (OK, *FAILURE_CLASSES)
@@ -66,6 +67,9 @@ class RequestRecord:
     reasoning_chunks: int = 0  # token-bearing chunks whose token was reasoning
     reasoning_end_s: float | None = None  # actual send -> the last reasoning chunk
     answer_split: int | None = None  # token chunks before the first answer chunk (ITL by phase)
+    tool_calls: int = 0  # tool calls streamed (chat tool_calls deltas, Responses function calls)
+    answer_check: str | None = None  # json_object | json_schema | tool_call: what the answer was judged as
+    answer_valid: bool | None = None  # it parsed and fit its schema (None: nothing asked of it)
     finish_reason: str | None = None
     error: str | None = None  # short, secret-free description of the failure
     retry_after_s: float | None = None  # the server's Retry-After on an HTTP error (429, 503)
@@ -172,6 +176,10 @@ class RequestRecord:
                 reasoning_chunks=self.reasoning_chunks,
                 reasoning_tpot_ms=ms(self.reasoning_tpot_s),
                 answer_tpot_ms=ms(self.answer_tpot_s),
+            )
+        if self.answer_check is not None or self.tool_calls:  # shaped answers only, as above
+            out.update(
+                tool_calls=self.tool_calls, answer_check=self.answer_check, answer_valid=self.answer_valid
             )
         return out
 

@@ -9,6 +9,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from llmload.config.simulated import banner
+from llmload.report.answers import ANSWER_HEADERS, ANSWER_NOTE, answer_rows
 from llmload.report.charts import Chart, all_charts, colours
 from llmload.report.decision import render_rows
 from llmload.report.engine import (
@@ -130,13 +131,26 @@ def _reasoning(rep: Report) -> str:
     )
 
 
+def _answers(rep: Report) -> str:
+    rows = answer_rows(rep.run.targets)
+    if not rows:
+        return ""
+    cells = [[_e(c) for c in r] for r in rows]
+    return (
+        '<h2 id="answers">Answers</h2>'
+        + _table(ANSWER_HEADERS, cells, (0,))
+        + f'<p class="note">{_e(ANSWER_NOTE)}</p>'
+    )
+
+
 def _summary(rep: Report) -> str:
     rows = [[_e(r[k]) for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
     note = ""
     if rep.slo is not None and rep.slo.has_per_request():
         note = (
             '<p class="note">goodput: successful requests per second (measurement window) that met every '
-            "per-request SLO: ttft &le; ttft_p99_ms, e2e &le; e2e_p99_ms, tpot &le; tpot_p50_ms, "
+            "per-request SLO with a usable answer (ok: a whole stream, not &quot;no answer&quot;, valid JSON "
+            "or tool call where one was asked for): ttft &le; ttft_p99_ms, e2e &le; e2e_p99_ms, tpot &le; tpot_p50_ms, "
             "largest gap &le; itl_p99_ms.</p>"
         )
     else:
@@ -312,7 +326,15 @@ def _chart(c: Chart) -> str:
 
 def render_html(rep: Report) -> str:
     sections = all_charts(rep.run)
-    body = [_header(rep), _decision(rep), _summary(rep), _reasoning(rep), _slo(rep), _engines(rep)]
+    body = [
+        _header(rep),
+        _decision(rep),
+        _summary(rep),
+        _reasoning(rep),
+        _answers(rep),
+        _slo(rep),
+        _engines(rep),
+    ]
     for name, charts in sections.items():
         if name == "Client health":
             continue

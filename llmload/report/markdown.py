@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmload.config.simulated import banner
+from llmload.report.answers import ANSWER_HEADERS, ANSWER_NOTE, answer_rows
 from llmload.report.decision import render_rows
 from llmload.report.engine import (
     AGREEMENT_HEADERS,
@@ -89,6 +90,9 @@ def _figures(rep: Report) -> list[str]:
     reasoning = reasoning_rows(rep.run.targets)
     if reasoning:
         lines += ["", "### Reasoning", "", *_table(REASONING_HEADERS, reasoning), "", REASONING_NOTE]
+    answers = answer_rows(rep.run.targets)
+    if answers:
+        lines += ["", "### Answers", "", *_table(ANSWER_HEADERS, answers), "", ANSWER_NOTE]
     agreement = agreement_rows(rep.run)
     if agreement:
         lines += ["", "### Agreement with the server's counters", ""]

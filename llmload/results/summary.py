@@ -21,6 +21,7 @@ from llmload.measure.throughput import Window, throughput_block
 from llmload.schema.results_model import (
     SUMMARY_SCHEMA,
     Agreement,
+    Answers,
     ClientHealth,
     HistogramSnapshot,
     Latency,
@@ -77,10 +78,19 @@ def _reasoning(st: TargetStats) -> dict[str, ReasoningTokens]:
 def level_target(st: TargetStats, windows: list[Window]) -> LevelTarget:
     """One target's figures over one level; throughput from its window (llmload.measure.throughput)."""
     tokens, latency = _figures(st)
-    requests = LevelRequests(sent=st.requests, ok=st.ok, failed=st.failures, by_class=_by_class(st))
+    requests = LevelRequests(
+        sent=st.requests, ok=st.ok, failed=st.failures, by_class=_by_class(st), answers=_answers(st)
+    )
     return LevelTarget(
         requests=requests, tokens=tokens, latency_ms=latency, throughput=throughput_block(windows)
     )
+
+
+def _answers(st: TargetStats) -> Answers | None:
+    """Requests.answers, set only when answers were judged (a classic run's summary is unchanged)."""
+    if not (st.answers_checked or st.tool_calls):
+        return None
+    return Answers(checked=st.answers_checked, valid=st.answers_valid, tool_calls=st.tool_calls)
 
 
 def _by_class(st: TargetStats) -> dict[Status, int]:
@@ -96,6 +106,7 @@ def run_target(t: Target, agg: Aggregator, window: TargetStats, everything: Targ
         ok=everything.ok,
         failed=everything.failures,
         by_class=_by_class(everything),
+        answers=_answers(everything),
         in_window=window.requests,
         warmup=everything.requests - window.requests,
         dropped=agg.dropped.get(t.name, 0),

@@ -20,6 +20,7 @@ Status = Literal[
     "malformed",
     "empty",
     "no_answer",
+    "invalid_output",
     "aborted",
 ]
 
@@ -65,6 +66,9 @@ class RequestLine(LenientModel):
     reasoning_chunks: int | None = None
     reasoning_tpot_ms: float | None = None
     answer_tpot_ms: float | None = None
+    tool_calls: int | None = None  # shaped answers only (tools or response_format asked)
+    answer_check: Literal["json_object", "json_schema", "tool_call"] | None = None
+    answer_valid: bool | None = None
     finish_reason: str | None = None
     error: str | None = None
     retry_after_s: float | None = None

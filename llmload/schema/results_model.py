@@ -210,6 +210,14 @@ class Latency(LenientModel):
     max: float | None
 
 
+class Answers(LenientModel):
+    """Shaped answers (docs/metrics.md): those judged against the JSON or tool call they asked for."""
+
+    checked: int  # answers judged (the request asked for JSON or offered tools)
+    valid: int  # of which usable: they parsed and fit the schema; the rest are invalid_output or failed
+    tool_calls: int  # tool calls streamed
+
+
 class LevelRequests(LenientModel):
     """Requests of one target over one level: every class counted (docs/metrics.md)."""
 
@@ -217,6 +225,7 @@ class LevelRequests(LenientModel):
     ok: int
     failed: int
     by_class: dict[Status, int]
+    answers: Answers | None = None  # only when answers were judged or tools called
 
 
 class Requests(LevelRequests):

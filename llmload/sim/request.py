@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from llmload.sim.shapes import Ask, ask_of
 from llmload.sim.tokens import chat_token_ids, prompt_token_ids
 
 DEFAULT_MAX_TOKENS = 256
@@ -36,6 +37,7 @@ class CompletionRequest:
     ignore_eos: bool
     reasoning_effort: str | None = None  # low | medium | high (profiles with reasoning)
     thinking_budget: int | None = None  # vLLM's thinking_token_budget: reasoning tokens at most
+    ask: Ask | None = None  # JSON or a tool call asked for (llmload/sim/shapes.py)
 
 
 def _int_field(body: dict[str, Any], name: str, default: int | None) -> int | None:
@@ -57,7 +59,20 @@ def _text_of(content: Any) -> str:
     raise BadRequest(400, "messages: content must be a string or a list of parts")
 
 
-def _parse(raw: bytes, chat: bool, model_name: str) -> tuple[dict[str, Any], list[int], bytes]:
+def _messages(msgs: Any, field: str) -> tuple[list[int], bytes]:
+    if not isinstance(msgs, list) or not msgs:
+        raise BadRequest(400, f"{field}: a non-empty list of messages is required")
+    pairs = []
+    for m in msgs:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise BadRequest(400, f"{field}: each message needs a string role")
+        pairs.append((m["role"], _text_of(m.get("content"))))
+    return chat_token_ids(pairs), json.dumps(pairs).encode()
+
+
+def _parse(
+    raw: bytes, chat: bool, model_name: str, responses: bool = False
+) -> tuple[dict[str, Any], list[int], bytes]:
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -67,17 +82,11 @@ def _parse(raw: bytes, chat: bool, model_name: str) -> tuple[dict[str, Any], lis
     model = body.get("model")
     if model is not None and model != model_name:
         raise BadRequest(404, f"The model `{model}` does not exist.")
-    if chat:
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs:
-            raise BadRequest(400, "messages: a non-empty list of messages is required")
-        pairs = []
-        for m in msgs:
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise BadRequest(400, "messages: each message needs a string role")
-            pairs.append((m["role"], _text_of(m.get("content"))))
-        ids = chat_token_ids(pairs)
-        key = json.dumps(pairs).encode()
+    if responses:  # the Responses API: input is a string or a list of messages
+        inp = body.get("input")
+        ids, key = _messages([{"role": "user", "content": inp}] if isinstance(inp, str) else inp, "input")
+    elif chat:
+        ids, key = _messages(body.get("messages"), "messages")
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -103,9 +112,20 @@ def _max_tokens(body: dict[str, Any], chat: bool, prompt_len: int, max_model_len
     return max_tokens
 
 
-def parse_completion(raw: bytes, *, chat: bool, model: str, max_model_len: int) -> CompletionRequest:
-    """The request in ``raw`` (a chat or a text completion), or BadRequest with the engines' message."""
-    body, ids, key = _parse(raw, chat, model)
+def parse_completion(
+    raw: bytes, *, chat: bool, model: str, max_model_len: int, responses: bool = False
+) -> CompletionRequest:
+    """The request in ``raw`` (a chat or a text completion, or ``responses``: a Responses API
+    request, its fields read in chat's names), or BadRequest with the engines' message."""
+    body, ids, key = _parse(raw, chat, model, responses)
+    if responses:
+        reasoning = body.get("reasoning")
+        body = {
+            **body,
+            "max_tokens": body.get("max_output_tokens"),
+            "reasoning_effort": reasoning.get("effort") if isinstance(reasoning, dict) else None,
+            "stream_options": {"include_usage": True} if body.get("stream") else None,
+        }
     n = _int_field(body, "n", 1)
     if n != 1:
         raise BadRequest(400, "n: only n=1 is supported by the simulator")
@@ -139,4 +159,10 @@ def parse_completion(raw: bytes, *, chat: bool, model: str, max_model_len: int) 
     budget = _int_field(body, "thinking_token_budget", None)
     if budget is not None and budget < 0:
         raise BadRequest(400, f"thinking_token_budget must be at least 0, got {budget}")
-    return CompletionRequest(ids, key, stream, opts, max_tokens, min_tokens, seed, ignore_eos, effort, budget)
+    try:
+        ask = ask_of(body, responses) if chat or responses else None
+    except ValueError as e:
+        raise BadRequest(400, str(e)) from None
+    return CompletionRequest(
+        ids, key, stream, opts, max_tokens, min_tokens, seed, ignore_eos, effort, budget, ask
+    )

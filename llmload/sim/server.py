@@ -21,6 +21,7 @@ from llmload.sim.engine import EngineCore, Sequence, StepResult
 from llmload.sim.http import HttpProtocol, HttpRequest
 from llmload.sim.profiles import SimProfile
 from llmload.sim.request import BadRequest, parse_completion
+from llmload.sim.responses_wire import ResponsesFormat
 from llmload.sim.telemetry import EngineMetrics, GpuEmulator, SimHealth
 from llmload.sim.tokens import Plan, content_digest, plan_request, token_text
 
@@ -32,7 +33,7 @@ WARN_EVERY_S = 10.0
 @dataclass(eq=False)
 class RequestState:
     proto: HttpProtocol
-    fmt: wire.StreamFormat
+    fmt: wire.StreamFormat | ResponsesFormat
     plan: Plan
     stream: bool
     interval: int
@@ -240,6 +241,7 @@ class SimServer:
         routes = {
             "/v1/chat/completions": "POST",
             "/v1/completions": "POST",
+            "/v1/responses": "POST",
             "/v1/models": "GET",
             "/health": "GET",
             "/metrics": "GET",
@@ -269,13 +271,20 @@ class SimServer:
             proto.respond(200, json.dumps({"version": __version__, "simulated": True}).encode())
         else:
             try:
-                self._start_completion(req, proto, chat=path == "/v1/chat/completions")
+                self._start_completion(
+                    req, proto, chat=path == "/v1/chat/completions", responses=path == "/v1/responses"
+                )
             except BadRequest as err:
                 proto.respond(err.status, wire.error_body(err.status, str(err)))
 
-    def _start_completion(self, req: HttpRequest, proto: HttpProtocol, chat: bool) -> None:
+    def _start_completion(self, req: HttpRequest, proto: HttpProtocol, chat: bool, responses: bool) -> None:
         p = self.profile
-        r = parse_completion(req.body, chat=chat, model=self.model, max_model_len=p.max_model_len)
+        r = parse_completion(
+            req.body, chat=chat, model=self.model, max_model_len=p.max_model_len, responses=responses
+        )
+        if responses and not r.stream:
+            raise BadRequest(400, "the simulator serves /v1/responses streamed only (stream: true)")
+        chat = chat or responses  # the Responses API is a chat: roles, reasoning, tools
         plan = plan_request(
             max_tokens=r.max_tokens,
             min_tokens=r.min_tokens,
@@ -288,6 +297,7 @@ class SimServer:
             reasoning=p.reasoning if chat else None,
             effort=r.reasoning_effort,
             thinking_budget=r.thinking_budget,
+            ask=r.ask,
         )
         include_usage = continuous = False
         opts = r.stream_options
@@ -297,17 +307,26 @@ class SimServer:
                 bool(opts.get("continuous_usage_stats", self.dialect == "aphrodite")) and include_usage
             )
         self._next_id += 1
-        rid = ("chatcmpl-" if chat else "cmpl-") + f"{os.getpid():x}{self._next_id:08x}"
-        fmt = wire.StreamFormat(
-            chat,
-            rid,
-            self.model,
-            int(time.time()),
-            len(r.ids),
-            include_usage,
-            continuous,
-            plan.reasoning_tokens if p.reasoning is not None and chat else None,
-        )
+        rid = (
+            "resp_" if responses else "chatcmpl-" if chat else "cmpl-"
+        ) + f"{os.getpid():x}{self._next_id:08x}"
+        reasoning = plan.reasoning_tokens if p.reasoning is not None and chat else None
+        fmt: wire.StreamFormat | ResponsesFormat
+        if responses:
+            fmt = ResponsesFormat(rid, self.model, int(time.time()), len(r.ids), reasoning, plan.tool)
+        else:
+            fmt = wire.StreamFormat(
+                chat,
+                rid,
+                self.model,
+                int(time.time()),
+                len(r.ids),
+                include_usage,
+                continuous,
+                reasoning,
+                tool=plan.tool,
+                shaped=bool(plan.pieces),
+            )
         # from the arrival of the request's bytes (sim/arrival.py): the time they waited in the socket
         # while this process was busy is part of TTFT, E2E and queueing, as the client sees them
         seq = Sequence(self._next_id, r.ids, plan, req.arrived)

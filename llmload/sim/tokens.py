@@ -9,6 +9,9 @@
   drawn from a generator of its own (so a profile without reasoning draws exactly as before), scaled by
   the request's effort, capped by its thinking budget; the answer's length follows (ignore_eos: up to
   max_tokens). Reasoning that reaches max_tokens leaves no answer token.
+- Shaped answers (JSON or a tool call asked for): the answer is a document drawn from the schema
+  (llmload/sim/shapes.py), one piece a token; it stops when the document is complete, whatever
+  ignore_eos says (a grammar allows nothing after it), unless max_tokens cuts it first.
 - Token text: short pseudo-words such as " tok123".
 """
 
@@ -22,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from llmload.sim.profiles import EFFORT_SCALE, OutputLength, Reasoning
+from llmload.sim.shapes import Ask, pieces
 
 CHARS_PER_TOKEN = 8
 MESSAGE_OVERHEAD = 4
@@ -64,6 +68,8 @@ class Plan:
     fault_at: int | None  # abort after this many tokens (None: no fault)
     text_offset: int  # where its pseudo-words start in TOKEN_TEXTS
     reasoning_tokens: int = 0  # the first this many output tokens are reasoning
+    pieces: tuple[str, ...] = ()  # a shaped answer's token texts (JSON), after the reasoning
+    tool: str = ""  # the function a tool-call answer calls
 
 
 def content_digest(payload: bytes) -> int:
@@ -83,6 +89,7 @@ def plan_request(
     reasoning: Reasoning | None = None,
     effort: str | None = None,
     thinking_budget: int | None = None,
+    ask: Ask | None = None,
 ) -> Plan:
     """Decide output length, finish reason and fault for one request, deterministically."""
     seed = (sim_seed, request_seed if request_seed is not None else -1, digest)
@@ -92,14 +99,20 @@ def plan_request(
     if reasoning is not None:
         r = _reasoning_length(reasoning, random.Random(hash((*seed, "reasoning"))), effort, thinking_budget)
         natural += r
-    if ignore_eos or min_tokens >= max_tokens or natural >= max_tokens:
+    shaped = pieces(ask, random.Random(hash((*seed, "shape")))) if ask is not None else ()
+    if shaped:
+        natural = r + len(shaped)
+    if natural >= max_tokens or (not shaped and (ignore_eos or min_tokens >= max_tokens)):
         n, reason = max_tokens, "length"
+    elif shaped:
+        n, reason = natural, "stop"  # the wire says tool_calls for a tool call's stop
     else:
         n, reason = max(natural, min_tokens, 1), "stop"
     fault_at = None
     if fault_rate > 0 and rng.random() < fault_rate:
         fault_at = rng.randrange(0, n)
-    return Plan(n, reason, fault_at, rng.randrange(len(TOKEN_TEXTS)), min(r, n))
+    tool = ask.function if ask is not None else ""
+    return Plan(n, reason, fault_at, rng.randrange(len(TOKEN_TEXTS)), min(r, n), shaped, tool)
 
 
 def _reasoning_length(spec: Reasoning, rng: random.Random, effort: str | None, budget: int | None) -> int:
@@ -109,4 +122,6 @@ def _reasoning_length(spec: Reasoning, rng: random.Random, effort: str | None, b
 
 
 def token_text(plan: Plan, index: int) -> str:
+    if plan.pieces and index >= plan.reasoning_tokens:
+        return plan.pieces[index - plan.reasoning_tokens]
     return TOKEN_TEXTS[(plan.text_offset + index * 7) % len(TOKEN_TEXTS)]

@@ -70,8 +70,11 @@ class StreamFormat:
     include_usage: bool
     continuous_usage: bool
     reasoning_tokens: int | None = None  # a reasoning profile's request: its usage says how many
+    tool: str = ""  # a tool-call answer (chat): its tokens go out as tool_calls deltas of this function
+    shaped: bool = False  # a JSON answer: its texts hold quotes, escaped into the chunk's string
 
     def __post_init__(self) -> None:
+        self._called = False
         obj = "chat.completion.chunk" if self.chat else "text_completion"
         self._head = b'data: {"id":%s,"object":"%s","created":%d,"model":%s,"choices":[' % (
             json.dumps(self.request_id).encode(),
@@ -102,7 +105,23 @@ class StreamFormat:
 
     def content(self, text: str, completion: int) -> bytes:
         """A chunk carrying ``text``; ``completion`` is the token count so far (for continuous usage)."""
-        return b"".join((self._head, self._open, text.encode(), self._close_mid, self._tail(completion)))
+        if self.tool:
+            return b"".join(
+                (self._head, self._tool_open(), _esc(text), _TOOL_CLOSE_MID, self._tail(completion))
+            )
+        body = _esc(text) if self.shaped else text.encode()
+        return b"".join((self._head, self._open, body, self._close_mid, self._tail(completion)))
+
+    def _tool_open(self) -> bytes:
+        """vLLM's tool-call delta: the first names the call and its function, the rest add arguments."""
+        if self._called:
+            return b'{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"'
+        self._called = True
+        return (
+            b'{"index":0,"delta":{"tool_calls":[{"index":0,"id":"chatcmpl-tool-%s","type":"function",'
+            % (self.request_id.encode()[-12:])
+            + b'"function":{"name":%s,"arguments":"' % json.dumps(self.tool).encode()
+        )
 
     def reasoning(self, text: str, completion: int) -> bytes:
         """A chat chunk carrying reasoning ``text`` (vLLM with a reasoning parser: ``reasoning_content``)."""
@@ -113,16 +132,30 @@ class StreamFormat:
     def final(self, text: str, completion: int, finish_reason: str, reasoning: bool = False) -> bytes:
         """The last content (or, ``reasoning``, reasoning) chunk with finish_reason, the usage chunk
         when asked, and [DONE]."""
+        tool = bool(self.tool) and not reasoning
+        if tool and finish_reason == "stop":
+            finish_reason = "tool_calls"
         fin = b'","logprobs":null,"finish_reason":"%s","stop_reason":null}]' % finish_reason.encode()
         if self.chat:
-            fin = b'"}' + fin[1:]
-        opening = self._open_reasoning if reasoning and self.chat else self._open
-        out = [self._head, opening, text.encode(), fin, self._tail(completion)]
+            fin = (b'"}}]}' if tool else b'"}') + fin[1:]
+        opening = (
+            self._open_reasoning if reasoning and self.chat else self._tool_open() if tool else self._open
+        )
+        body = _esc(text) if self.shaped and not reasoning else text.encode()
+        out = [self._head, opening, body, fin, self._tail(completion)]
         if self.include_usage:
             usage = _usage(self.prompt_tokens, completion, self.reasoning_tokens)
             out += [self._head, b"]," + usage + b"}\n\n"]
         out.append(DONE)
         return b"".join(out)
+
+
+_TOOL_CLOSE_MID = b'"}}]},"logprobs":null,"finish_reason":null}]'
+
+
+def _esc(text: str) -> bytes:
+    """``text`` as the inside of a JSON string."""
+    return json.dumps(text)[1:-1].encode()
 
 
 def full_body(

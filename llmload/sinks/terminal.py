@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from llmload.config.scenario import Client
 from llmload.config.simulated import banner, simulated_in
 from llmload.measure.client_health import LATE_READ_MS
+from llmload.report.answers import ANSWER_HEADERS, answer_rows
 from llmload.schema.results_model import InfluxCounts, RunBlock, Summary
 
 
@@ -134,6 +135,9 @@ def render_table(summary: Summary) -> str:
     reasoning = reasoning_rows(summary)
     if reasoning:  # only a run that had reasoning: a classic run's table is as it was
         lines += ["", *_table(REASONING_COLUMNS, marked(reasoning))]
+    answers = answer_rows(summary.targets)
+    if answers:  # only a run whose answers were checked (JSON, tool calls)
+        lines += ["", *_table([(h, None) for h in ANSWER_HEADERS], marked(answers))]
     simulated = banner(sims, summary.targets)
     if simulated:  # a demo's figures must not read as real engines (config/simulated.py)
         lines.append(f"{SIMULATED_MARK} {simulated}")

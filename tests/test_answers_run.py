@@ -1,0 +1,109 @@
+"""Shaped answers end to end on real simulators (llmload starts them): scenarios/tools.yaml through chat
+and the Responses API, and a JSON-schema workload whose max_tokens cuts some answers; the counts agree
+in requests.jsonl, summary.json, the terminal and both reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmload.schema.results_model import RequestLine, Summary
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(tmp: Path, sc: dict[str, object]) -> tuple[subprocess.CompletedProcess[str], Path]:
+    path = tmp / "s.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    out = tmp / "results"
+    cmd = [sys.executable, "-m", "llmload", "run", str(path), "--results", str(out)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT), out
+
+
+def _lines(out: Path) -> list[RequestLine]:
+    return [RequestLine.model_validate_json(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def tools_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    sc = yaml.safe_load((ROOT / "scenarios" / "tools.yaml").read_text())
+    sc["load"].update(users=4, duration="4s", warmup="1s")
+    return _run(tmp_path_factory.mktemp("tools"), sc)
+
+
+def test_tool_calls_through_chat_and_responses_are_valid_and_counted(tools_run) -> None:
+    r, out = tools_run
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = _lines(out)
+    summary = Summary.model_validate_json((out / "summary.json").read_text())
+    for target in ("chat", "responses"):
+        mine = [x for x in lines if x.target == target]
+        assert mine and all(x.status == "ok" and x.answer_check == "tool_call" for x in mine)
+        assert all(x.answer_valid and x.tool_calls == 1 and x.finish_reason == "tool_calls" for x in mine)
+        assert all(x.ttfo_ms is not None and x.ttft_ms is not None and x.ttfo_ms >= x.ttft_ms for x in mine)
+        answers = summary.targets[target].requests.answers
+        assert answers is not None
+        assert (answers.checked, answers.valid, answers.tool_calls) == (len(mine), len(mine), len(mine))
+        # the server's usage, not chunk counts: reasoning and answer tokens add up to the output
+        assert all(x.reasoning_tokens_source == "usage" for x in mine)
+        assert all((x.reasoning_tokens or 0) + (x.answer_tokens or 0) == x.output_tokens for x in mine)
+        row = next(x for x in r.stdout.splitlines() if x.startswith(f"{target}*") and "%" in x)
+        assert row.split()[1:6] == [f"{len(mine):,}", f"{len(mine):,}", "0", "100.0%", f"{len(mine):,}"]
+    assert (
+        "Answers" in (out / "report.md").read_text() and 'id="answers"' in (out / "report.html").read_text()
+    )
+
+
+@pytest.fixture(scope="module")
+def json_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A JSON schema whose documents are about 25 tokens, with max_tokens 12-40: some are cut."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 10, "maximum": 99}},
+        "required": ["name", "age"],
+    }
+    sc = {
+        "name": "json",
+        "targets": [
+            {"name": "chat", "kind": "sim", "sim": {"profile": "test-fast-a"}},
+            {"name": "responses", "kind": "sim", "api": "responses", "sim": {"profile": "test-fast-a"}},
+        ],
+        "workload": {
+            "output_tokens": {"dist": "uniform", "min": 12, "max": 40},
+            "ignore_eos": False,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": schema}},
+        },
+        "load": {"users": 4, "spawn_rate": 4, "duration": "4s", "stop_grace": "20s"},
+    }
+    return _run(tmp_path_factory.mktemp("json"), sc)
+
+
+def test_json_answers_cut_by_max_tokens_are_invalid_output_everywhere(json_run) -> None:
+    r, out = json_run
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = _lines(out)
+    summary = Summary.model_validate_json((out / "summary.json").read_text())
+    md = (out / "report.md").read_text()
+    for target in ("chat", "responses"):
+        mine = [x for x in lines if x.target == target]
+        cut = [x for x in mine if x.status == "invalid_output"]
+        ok = [x for x in mine if x.status == "ok"]
+        assert cut and ok and len(cut) + len(ok) == len(mine)  # both kinds, nothing else
+        assert all(
+            x.finish_reason == "length" and x.answer_valid is False and "not JSON" in (x.error or "")
+            for x in cut
+        )
+        assert all(x.answer_valid for x in ok) and any(x.finish_reason == "stop" for x in ok)
+        block = summary.targets[target].requests
+        assert block.by_class["invalid_output"] == len(cut) and block.failed == len(cut)
+        assert block.answers is not None and (block.answers.checked, block.answers.valid) == (
+            len(mine),
+            len(ok),
+        )
+        assert f"| {target} | {len(mine):,} | {len(ok):,} | {len(cut):,} |" in md
