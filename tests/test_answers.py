@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from llmload.client.answer import JSON_OBJECT, JSON_SCHEMA, TOOL_CALL, AnswerShape, ToolCall
 from llmload.client.openai_stream import build_request
 from llmload.client.sse import StreamState
+from llmload.config.answer_check import JSON_OBJECT, JSON_SCHEMA, TOOL_CALL, AnswerShape, ToolCall
 from llmload.config.workload_spec import SyntheticWorkload
 from llmload.measure.records import FAILURE_CLASSES, RequestRecord
 from tests.test_bad_input import GOOD, run_bad_input

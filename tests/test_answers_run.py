@@ -4,7 +4,6 @@ in requests.jsonl, summary.json, the terminal and both reports."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmload.client.answer import ToolCall
+from llmload.config.answer_check import ToolCall
 
 _TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
 

@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 import orjson
 
-from llmload.client.answer import AnswerShape
 from llmload.client.failures import classify_http, error_message
 from llmload.client.sse import StreamState
+from llmload.config.answer_check import AnswerShape
 from llmload.config.secrets import Masker, clip
 from llmload.measure.records import RequestRecord
 
@@ -186,25 +186,16 @@ def stream_request(
 ) -> RequestRecord:
     """Send ``req`` and time its stream into ``rec`` (target/index/phase already set).
 
-    Never raises for request failures: they become the record's status. A
-    ``GreenletExit`` (the test stopping) propagates after the record is marked
-    ``aborted``, so the caller can account for it. ``progress(n)`` (when given) is
-    called with the tokens each read brought (the live rate and the window throughput);
+    Never raises for request failures: they become the record's status. A ``GreenletExit`` (the test
+    stopping) propagates after the record is marked ``aborted``, so the caller can account for it.
+    ``progress(n)`` (when given) is called with the tokens each read brought (live rate, window);
     ``first_token(ttft_s)`` once, when the first token arrives (the live TTFT, before the end);
     ``count_tokens`` (a local tokenizer) counts the output when the server sends no usage;
-    ``mask`` (the run's secrets) is applied to every error text before it is cut (``secrets.clip``);
-    ``shape`` (the workload's JSON or tool-call ask) judges the answer (llmload/client/answer.py).
+    ``mask`` (the run's secrets) masks every error text before it is cut (``secrets.clip``); ``shape``
+    (the workload's JSON or tool-call ask) judges the answer (llmload/config/answer_check.py).
     """
-    rec.start_time = wall()
-    t_send = clock()
-    state = StreamState(
-        t_send=t_send,
-        api=req.api,
-        texts=[] if count_tokens is not None else None,
-        mask=mask,
-        shape=shape,
-        answer=[] if shape is not None else None,
-    )
+    rec.start_time, t_send = wall(), clock()
+    state = _state(t_send, req.api, count_tokens is not None, mask, shape)
     resp: Response | None = None
     complete = False
     try:
@@ -239,6 +230,15 @@ def stream_request(
                 resp.close(complete)
             except Exception:  # noqa: BLE001 - releasing a broken socket must not mask the result
                 pass
+
+
+def _state(
+    t_send: float, api: str, tokenizer: bool, mask: Masker | None, shape: AnswerShape | None
+) -> StreamState:
+    """A request's state: its text kept for a tokenizer, its answer kept for a shape's judge."""
+    texts: list[str] | None = [] if tokenizer else None
+    answer: list[str] | None = [] if shape is not None else None
+    return StreamState(t_send=t_send, api=api, texts=texts, mask=mask, shape=shape, answer=answer)
 
 
 def _refused(resp: Response, rec: RequestRecord, mask: Masker | None) -> bool:

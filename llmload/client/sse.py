@@ -6,10 +6,10 @@ token's time, the gaps between token-bearing chunks, usage, finish_reason and th
 Which chunk bears a token, and why text is not a token count: docs/metrics.md. Used by
 ``openai_stream.stream_request``; no I/O here.
 
-Reasoning models: each token chunk is reasoning or answer (``_choice_text``); the state keeps the
-first answer token's time (TTFO), the reasoning chunks and tokens, and where the answer began (ITL
-by phase). Measured with 2,000 vLLM-shaped chunks through ``feed_block`` on one core of the 2-core VM
-(2026-12-04): 2.3 -> 2.6 us per chunk, against the 30-50 us a socket wake-up costs per chunk.
+Each token is reasoning or answer (chat_chunks.py; the Responses API's events: responses_events.py):
+the state keeps TTFO, the reasoning tokens and where the answer began (ITL by phase), and the answer
+and tool calls a shape judges (config/answer_check.py). 2,000 vLLM-shaped chunks through ``feed_block``
+on one core (2026-12-04): 2.3 -> 2.6 us per chunk, against 30-50 us a socket wake-up costs.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 
 from llmload.client import responses_events
-from llmload.client.answer import AnswerShape, ToolCall
 from llmload.client.chat_chunks import add_tool_deltas, bears_token, choice_text
 from llmload.client.failures import not_a_stream
+from llmload.config.answer_check import AnswerShape, ToolCall
 from llmload.config.secrets import Masker, clip
 from llmload.measure.records import RequestRecord
 
@@ -60,7 +60,7 @@ class StreamState:
     last_reasoning_t: float | None = None  # the last reasoning token's read (reasoning TPOT)
     answer_split: int | None = None  # token chunks before the first answer chunk (splits ITL by phase)
     texts: list[str] | None = None  # generated text, kept only when a tokenizer counts the output
-    shape: AnswerShape | None = None  # the answer's asked-for shape (llmload/client/answer.py)
+    shape: AnswerShape | None = None  # the answer's asked-for shape (llmload/config/answer_check.py)
     answer: list[str] | None = None  # the answer's text, kept only when a shape judges it
     calls: dict[int, ToolCall] = field(default_factory=dict)  # streamed tool calls by index
     mask: Masker | None = None  # the run's secrets, masked in every error text before it is cut
@@ -202,8 +202,7 @@ class StreamState:
             if self.answer is not None and not reasoning:
                 self.answer.append(text)
 
-    def _responses_event(self, t: float, obj: dict[str, Any]) -> None:
-        """A Responses API event (llmload/client/responses_events.py), timed as a chat chunk."""
+    def _responses_event(self, t: float, obj: dict[str, Any]) -> None:  # timed as a chat chunk
         ev = responses_events.read(obj, bool(self.calls))
         if ev.kind == "token":
             if ev.call is not None:
@@ -328,15 +327,15 @@ class StreamState:
             )
         else:
             rec.status = "ok"
-        rec.tool_calls = len(self.calls)
-        if self.shape is not None:
-            self._judge(rec)
+        self._judge(rec)
         return rec
 
     def _judge(self, rec: RequestRecord) -> None:
-        """The answer against its asked-for shape: a usable stream whose answer is not is
-        ``invalid_output`` (docs/metrics.md)."""
-        assert self.shape is not None
+        """Tool calls counted, and the answer against its asked-for shape: a usable stream whose
+        answer is not is ``invalid_output`` (docs/metrics.md)."""
+        rec.tool_calls = len(self.calls)
+        if self.shape is None:
+            return
         problem = self.shape.judge("".join(self.answer or ()), list(self.calls.values()), self.finish_reason)
         rec.answer_check, rec.answer_valid = self.shape.check, problem is None
         if problem is not None and rec.status == "ok":

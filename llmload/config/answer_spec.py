@@ -4,7 +4,7 @@ Written as OpenAI's chat API writes them (the Responses API's spelling is made f
 llmload/client/openai_stream.py), checked where the scenario is read: every schema is a JSON Schema,
 ``tool_choice`` names a function that is among the tools, ``json_schema`` carries its schema. The
 request body gets them as written (``body_fields``); the stream client judges each answer against
-them (``answer_shape``, llmload/client/answer.py).
+them (``answer_shape``, llmload/config/answer_check.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from llmload.base.strict import Strict
-from llmload.client.answer import JSON_OBJECT, JSON_SCHEMA, TOOL_CALL, AnswerShape, schema_problem
+from llmload.config.answer_check import JSON_OBJECT, JSON_SCHEMA, TOOL_CALL, AnswerShape, schema_problem
 
 
 def _schema(v: dict[str, Any]) -> dict[str, Any]:

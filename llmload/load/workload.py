@@ -78,7 +78,7 @@ class WorkloadSource:
             self._tok = load_tokenizer(self._resolve(wl.tokenizer))
         self.turns_max = max(1, _max_len(wl.turns)) if isinstance(wl, MultiturnWorkload) else 1
         self._trace: list[TraceRow] = []
-        self.answer_shape = wl.answer_shape()  # what each answer is judged against (client/answer.py)
+        self.answer_shape = wl.answer_shape()  # what each answer is judged against (config/answer_check.py)
         self.notes: list[str] = []  # what loading changed (a trace sorted), said once by the run
         if isinstance(wl, TraceWorkload):
             self._trace = load_trace(

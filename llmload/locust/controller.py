@@ -287,8 +287,7 @@ class LLMRun:
             self.on_send(t, self.collector.sent[t])
         windows = self.collector.streamed
         tokens = windows.request(t)
-        me = gevent.getcurrent()
-        self._streams.add(me)
+        self._streams.add(me := gevent.getcurrent())
         try:
             stream_request(
                 transport,

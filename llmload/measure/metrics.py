@@ -54,7 +54,7 @@ class TargetStats:
     reasoning_tokens_approx: bool = False  # some came from chunk kinds, not the server's usage
     reasoning_requests: int = 0  # requests that streamed reasoning
     answers_checked: int = 0  # answers judged against an asked-for shape (JSON, tool call)
-    answers_valid: int = 0  # of which usable (llmload/client/answer.py)
+    answers_valid: int = 0  # of which usable (llmload/config/answer_check.py)
     tool_calls: int = 0  # tool calls streamed
     first_start: float | None = None  # epoch of the earliest request start seen
     last_end: float | None = None  # epoch of the latest request end seen

@@ -23,7 +23,7 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "malformed",  # a data line that is not valid JSON / not a completion chunk
     "empty",  # the stream completed but the server generated no token (usage 0, or no token chunk)
     "no_answer",  # reasoning tokens and not one answer token (reasoning used the whole budget)
-    "invalid_output",  # the answer is not the JSON or tool call the request asked for (client/answer.py)
+    "invalid_output",  # the answer is not the JSON or tool call the request asked for (config/answer_check.py)
     "aborted",  # cut by llmload itself (test stopped and the grace time ran out)
 )
 STATUS_CLASSES: tuple[str, ...] = (OK, *FAILURE_CLASSES)

@@ -9,7 +9,6 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from llmload.config.simulated import banner
-from llmload.report.answers import ANSWER_HEADERS, ANSWER_NOTE, answer_rows
 from llmload.report.charts import Chart, all_charts, colours
 from llmload.report.decision import render_rows
 from llmload.report.engine import (
@@ -32,6 +31,7 @@ from llmload.report.reasoning import REASONING_HEADERS, REASONING_NOTE, reasonin
 from llmload.report.scrape_cost import SCRAPE_HEADERS, scrape_note, scrape_rows
 from llmload.report.slo import fmt
 from llmload.schema.results_model import InfluxCounts
+from llmload.sinks.answers import ANSWER_HEADERS, ANSWER_NOTE, answer_rows
 
 PLOTLY_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
 WIDE_CHARTS = ("sweep", "client")  # charts that take the full page width
@@ -119,27 +119,13 @@ def _pareto(rep: Report) -> str:
     )
 
 
-def _reasoning(rep: Report) -> str:
-    rows = reasoning_rows(rep.run.targets)
+def _section(anchor: str, title: str, headers: list[str], rows: list[list[str]], note: str) -> str:
+    """A table of its own (reasoning, answers), or "" for a run that has no rows for it."""
     if not rows:
         return ""
     cells = [[_e(c) for c in r] for r in rows]
     return (
-        '<h2 id="reasoning">Reasoning</h2>'
-        + _table(REASONING_HEADERS, cells, (0,))
-        + f'<p class="note">{_e(REASONING_NOTE)}</p>'
-    )
-
-
-def _answers(rep: Report) -> str:
-    rows = answer_rows(rep.run.targets)
-    if not rows:
-        return ""
-    cells = [[_e(c) for c in r] for r in rows]
-    return (
-        '<h2 id="answers">Answers</h2>'
-        + _table(ANSWER_HEADERS, cells, (0,))
-        + f'<p class="note">{_e(ANSWER_NOTE)}</p>'
+        f'<h2 id="{anchor}">{title}</h2>' + _table(headers, cells, (0,)) + f'<p class="note">{_e(note)}</p>'
     )
 
 
@@ -330,8 +316,10 @@ def render_html(rep: Report) -> str:
         _header(rep),
         _decision(rep),
         _summary(rep),
-        _reasoning(rep),
-        _answers(rep),
+        _section(
+            "reasoning", "Reasoning", REASONING_HEADERS, reasoning_rows(rep.run.targets), REASONING_NOTE
+        ),
+        _section("answers", "Answers", ANSWER_HEADERS, answer_rows(rep.run.targets), ANSWER_NOTE),
         _slo(rep),
         _engines(rep),
     ]

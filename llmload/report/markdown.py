@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmload.config.simulated import banner
-from llmload.report.answers import ANSWER_HEADERS, ANSWER_NOTE, answer_rows
 from llmload.report.decision import render_rows
 from llmload.report.engine import (
     AGREEMENT_HEADERS,
@@ -23,6 +22,7 @@ from llmload.report.reasoning import REASONING_HEADERS, REASONING_NOTE, reasonin
 from llmload.report.scrape_cost import SCRAPE_HEADERS, scrape_note, scrape_rows
 from llmload.report.slo import fmt
 from llmload.schema.results_model import InfluxCounts
+from llmload.sinks.answers import ANSWER_HEADERS, ANSWER_NOTE, answer_rows
 
 
 def _cell(v: object) -> str:

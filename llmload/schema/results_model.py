@@ -21,6 +21,8 @@ from pydantic import Field
 
 # The lines (results_lines.py) and the scraped blocks (scrape_model.py) are named here too: this module
 # stays the one place a reader imports the results models from.
+from llmload.schema.answers_model import Answers as Answers
+from llmload.schema.answers_model import ReasoningTokens as ReasoningTokens
 from llmload.schema.results_lines import LenientModel
 from llmload.schema.results_lines import RequestLine as RequestLine
 from llmload.schema.results_lines import Status as Status
@@ -210,14 +212,6 @@ class Latency(LenientModel):
     max: float | None
 
 
-class Answers(LenientModel):
-    """Shaped answers (docs/metrics.md): those judged against the JSON or tool call they asked for."""
-
-    checked: int  # answers judged (the request asked for JSON or offered tools)
-    valid: int  # of which usable: they parsed and fit the schema; the rest are invalid_output or failed
-    tool_calls: int  # tool calls streamed
-
-
 class LevelRequests(LenientModel):
     """Requests of one target over one level: every class counted (docs/metrics.md)."""
 
@@ -237,15 +231,6 @@ class Requests(LevelRequests):
     delayed: int
     backoffs: int  # closed-loop pauses after failures
     backoff_s: float
-
-
-class ReasoningTokens(LenientModel):
-    """Reasoning models (docs/metrics.md): output tokens split into reasoning and answer."""
-
-    requests: int  # requests that streamed reasoning
-    reasoning: int  # the server's completion_tokens_details.reasoning_tokens, else reasoning chunks
-    answer: int  # those requests' output tokens less their reasoning tokens
-    reasoning_approx: bool  # some reasoning counts came from chunk kinds, not the server's usage
 
 
 class Tokens(LenientModel):

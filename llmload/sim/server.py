@@ -20,7 +20,7 @@ from llmload.sim import wire
 from llmload.sim.engine import EngineCore, Sequence, StepResult
 from llmload.sim.http import HttpProtocol, HttpRequest
 from llmload.sim.profiles import SimProfile
-from llmload.sim.request import BadRequest, parse_completion
+from llmload.sim.request import BadRequest, CompletionRequest, parse_completion
 from llmload.sim.responses_wire import ResponsesFormat
 from llmload.sim.telemetry import EngineMetrics, GpuEmulator, SimHealth
 from llmload.sim.tokens import Plan, content_digest, plan_request, token_text
@@ -299,34 +299,8 @@ class SimServer:
             thinking_budget=r.thinking_budget,
             ask=r.ask,
         )
-        include_usage = continuous = False
-        opts = r.stream_options
-        if opts is not None:  # both engines default include_usage to True once stream_options is sent
-            include_usage = bool(opts.get("include_usage", True))
-            continuous = (
-                bool(opts.get("continuous_usage_stats", self.dialect == "aphrodite")) and include_usage
-            )
         self._next_id += 1
-        rid = (
-            "resp_" if responses else "chatcmpl-" if chat else "cmpl-"
-        ) + f"{os.getpid():x}{self._next_id:08x}"
-        reasoning = plan.reasoning_tokens if p.reasoning is not None and chat else None
-        fmt: wire.StreamFormat | ResponsesFormat
-        if responses:
-            fmt = ResponsesFormat(rid, self.model, int(time.time()), len(r.ids), reasoning, plan.tool)
-        else:
-            fmt = wire.StreamFormat(
-                chat,
-                rid,
-                self.model,
-                int(time.time()),
-                len(r.ids),
-                include_usage,
-                continuous,
-                reasoning,
-                tool=plan.tool,
-                shaped=bool(plan.pieces),
-            )
+        fmt = self._format(r, plan, chat, responses)
         # from the arrival of the request's bytes (sim/arrival.py): the time they waited in the socket
         # while this process was busy is part of TTFT, E2E and queueing, as the client sees them
         seq = Sequence(self._next_id, r.ids, plan, req.arrived)
@@ -338,6 +312,37 @@ class SimServer:
         self.core.add(seq)
         assert self._wake is not None
         self._wake.set()
+
+    def _format(
+        self, r: CompletionRequest, plan: Plan, chat: bool, responses: bool
+    ) -> wire.StreamFormat | ResponsesFormat:
+        """The request's wire: Responses API events, or chunks with usage as stream_options ask."""
+        p = self.profile
+        rid = (
+            "resp_" if responses else "chatcmpl-" if chat else "cmpl-"
+        ) + f"{os.getpid():x}{self._next_id:08x}"
+        reasoning = plan.reasoning_tokens if p.reasoning is not None and chat else None
+        if responses:
+            return ResponsesFormat(rid, self.model, int(time.time()), len(r.ids), reasoning, plan.tool)
+        include_usage = continuous = False
+        opts = r.stream_options
+        if opts is not None:  # both engines default include_usage to True once stream_options is sent
+            include_usage = bool(opts.get("include_usage", True))
+            continuous = (
+                bool(opts.get("continuous_usage_stats", self.dialect == "aphrodite")) and include_usage
+            )
+        return wire.StreamFormat(
+            chat,
+            rid,
+            self.model,
+            int(time.time()),
+            len(r.ids),
+            include_usage,
+            continuous,
+            reasoning,
+            tool=plan.tool,
+            shaped=bool(plan.pieces),
+        )
 
     def _disconnected(self, seq: Sequence) -> None:
         if not seq.done:

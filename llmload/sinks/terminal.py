@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from llmload.config.scenario import Client
 from llmload.config.simulated import banner, simulated_in
 from llmload.measure.client_health import LATE_READ_MS
-from llmload.report.answers import ANSWER_HEADERS, answer_rows
 from llmload.schema.results_model import InfluxCounts, RunBlock, Summary
+from llmload.sinks.answers import ANSWER_HEADERS, answer_rows
 
 
 def _f(v: Any, nd: int = 1) -> str:
