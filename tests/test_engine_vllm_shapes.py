@@ -12,8 +12,6 @@ Responses API's event stream (``POST /v1/responses``) gives the same figures as 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from llmload.client.openai_stream import build_request, stream_request
