@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmload.config.slo_spec import SloSpec
+from llmload.report.slo import fmt, request_meets
 from llmload.schema.results_model import RequestLine, Summary
 
 pytestmark = pytest.mark.integration
@@ -106,3 +108,28 @@ def test_json_answers_cut_by_max_tokens_are_invalid_output_everywhere(json_run) 
             len(ok),
         )
         assert f"| {target} | {len(mine):,} | {len(ok):,} | {len(cut):,} |" in md
+
+
+def test_goodput_is_one_figure_in_summary_terminal_and_report(tools_run) -> None:
+    """summary.json's goodput is req/s times the share of the window's requests that were ok and met
+    every per-request SLO (DistServe's); the terminal's table and the report show that same figure."""
+    r, out = tools_run
+    summary = Summary.model_validate_json((out / "summary.json").read_text())
+    slo = SloSpec.model_validate(summary.run.slo)
+    run = summary.run
+    head = next(x for x in r.stdout.splitlines() if x.startswith("target ") and "goodput (req/s)" in x)
+    assert head.split()[-2:] == ["goodput", "(req/s)"]
+    md = (out / "report.md").read_text()
+    lines = _lines(out)
+    for target, block in summary.targets.items():
+        mine = [
+            x for x in lines if x.target == target and run.measure_start <= x.start_time <= run.measure_end
+        ]
+        good = sum(request_meets(x, slo) for x in mine)
+        assert good > 0 and block.goodput_req_s == pytest.approx(block.throughput.req_s * good / len(mine))
+        assert block.goodput_req_s <= block.throughput.req_s
+        shown = f"{block.goodput_req_s:,.2f}"
+        row = next(x for x in r.stdout.splitlines() if x.startswith(f"{target}* ") and "%" not in x)
+        assert row.split()[-1] == shown
+        in_report = f"| {fmt(block.goodput_req_s)} |"  # the report's 3 significant digits
+        assert any(line.startswith(f"| {target} |") and line.endswith(in_report) for line in md.splitlines())

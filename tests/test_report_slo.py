@@ -95,11 +95,11 @@ def test_request_meets_follows_the_documented_goodput_definition() -> None:
     # one output token: no TPOT and no gap, nothing to violate for those two
     assert request_meets(but(tpot_ms=None, itl_max_ms=None), spec)
     reqs = [good, but(ttft_ms=500), good, but(status="http_5xx")]
-    assert goodput(reqs, spec, window_s=2.0) == pytest.approx(2 / 2.0)
-    assert goodput(reqs, SloSpec(error_rate=0.1), window_s=2.0) is None  # no per-request SLO
+    assert goodput(reqs, spec, req_s=3.0) == pytest.approx(3.0 * 2 / 4)  # req/s x the share that was good
+    assert goodput(reqs, SloSpec(error_rate=0.1), req_s=3.0) is None  # no per-request SLO
 
 
-def test_goodput_by_target_counts_requests_in_the_window(tmp_path: Path) -> None:
+def test_goodput_by_target_is_req_s_times_the_share_of_good_requests_in_the_window(tmp_path: Path) -> None:
     d = write_results_dir(
         tmp_path / "run", [SynthTarget("a", failures={"timeout": 4})], requests_per_target=80
     )
@@ -107,11 +107,10 @@ def test_goodput_by_target_counts_requests_in_the_window(tmp_path: Path) -> None
     ttft = sorted(r.ttft_ms for r in run.requests if r.ttft_ms is not None and r.status == "ok")
     threshold = ttft[len(ttft) // 2]  # half of the successful requests meet it
     gp = goodput_by_target(run, SloSpec(ttft_p99_ms=threshold))["a"]
-    met = sum(
-        1 for r in run.requests if r.status == "ok" and r.ttft_ms is not None and r.ttft_ms <= threshold
-    )
-    assert met < len(ttft)
-    assert gp == pytest.approx(met / run.window_s("a"))
+    started = [r for r in run.requests if run.in_window(r.start_time)]
+    met = sum(1 for r in started if r.status == "ok" and r.ttft_ms is not None and r.ttft_ms <= threshold)
+    assert 0 < met < len(ttft)
+    assert gp == pytest.approx(run.targets["a"].throughput.req_s * met / len(started))
     assert goodput_by_target(run, None) == {"a": None}
 
 

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from llmload.base.cores import worker_count
 from llmload.base.exitcodes import EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SLO
 from llmload.base.usage import ArgParser
+from llmload.capacity.judge import GOODPUT_SHARE
 from llmload.capacity.outcome import (
     CapacityResult,
     TargetCapacity,
@@ -44,7 +45,19 @@ from llmload.report.efficiency import efficiency
 from llmload.report.results import BadResults, load_run
 from llmload.report.slo import fmt
 
-OPTIONS = ("vary", "start", "min", "max", "factor", "precision", "requests", "hold_max", "warmup")
+OPTIONS = (
+    "vary",
+    "start",
+    "min",
+    "max",
+    "factor",
+    "precision",
+    "requests",
+    "hold_max",
+    "warmup",
+    "at",
+    "attainment",
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -72,6 +85,10 @@ def parser() -> argparse.ArgumentParser:
     for opt in ("start", "min", "max", "factor", "precision", "hold-max", "warmup"):
         ap.add_argument(f"--{opt}", type=float, help=f"the capacity phase's `{opt.replace('-', '_')}`")
     ap.add_argument("--requests", type=int, help="measured requests per probe")
+    ap.add_argument(
+        "--at", choices=["slo", "goodput"], help="pass on every SLO figure, or on goodput's share"
+    )
+    ap.add_argument("--attainment", type=float, help="--at goodput: the share of requests that must be good")
     ap.add_argument("--no-repeat", action="store_true", help="do not probe the boundary again")
     return ap
 
@@ -156,6 +173,11 @@ def capacity_main(argv: list[str]) -> int:
                 f"{a.scenario}: a capacity search needs `slo:` figures to hold (e.g. ttft_p99_ms)"
             )
         settings = settings_for(sc, a)
+        if settings.at == "goodput" and not sc.slo.has_per_request():
+            raise InputError(
+                f"--at goodput: {a.scenario} sets no per-request SLO (ttft_p99_ms, ttfo_p99_ms, tpot_p50_ms, "
+                "e2e_p99_ms or itl_p99_ms): goodput counts the requests that meet them"
+            )
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         results = Path(a.results) if a.results else Path(sc.output.dir) / f"{sc.name}-capacity-{stamp}"
         try:
@@ -215,7 +237,8 @@ def finish(search: Search, wanted: list[str]) -> int:
         status=status,
         exit_code=code,
         vary=search.settings.vary,
-        slo=slo.active(),
+        slo=slo.active()
+        | ({GOODPUT_SHARE: search.settings.attainment} if search.settings.at == "goodput" else {}),
         settings=search.settings.model_dump(mode="json"),
         targets=targets,
         ratios=ratios(targets),

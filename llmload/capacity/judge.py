@@ -24,8 +24,9 @@ from typing import Literal
 
 from llmload.config.slo_spec import SloSpec
 from llmload.report.results import RunData
-from llmload.report.slo import SLO_KEYS, evaluate_block
+from llmload.report.slo import SLO_KEYS, evaluate_block, request_meets
 
+GOODPUT_SHARE = "goodput_share"  # --at goodput's one figure: good requests / measured requests
 CONFIDENCE = 0.95
 Z = 1.6448536269514722  # the standard normal's 95% one-sided quantile (Wilson bounds)
 
@@ -47,11 +48,12 @@ class Figure:
     low: float | None
     high: float | None
     passed: bool
+    ceiling: bool = True  # the threshold is a ceiling on the figure (False: a floor, goodput's share)
 
     @property
     def clear(self) -> bool:
         """The bound on the far side of the threshold agrees with the verdict."""
-        upper_bound = SLO_KEYS[self.slo][2]  # the SLO is a ceiling on the figure
+        upper_bound = self.ceiling
         if self.passed:
             far = self.high if upper_bound else self.low
             return far is not None and (far <= self.threshold if upper_bound else far >= self.threshold)
@@ -105,10 +107,19 @@ def wilson(failed: int, sent: int) -> tuple[float | None, float | None]:
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def judge(run: RunData, target: str, slo: SloSpec) -> Verdict:
-    """The probe run's verdict for ``target`` on ``slo``, with how sure it is."""
+def judge(run: RunData, target: str, slo: SloSpec, at: str = "slo", attainment: float = 0.9) -> Verdict:
+    """The probe run's verdict for ``target`` on ``slo``, with how sure it is; ``at`` goodput: on the
+    share of measured requests that met every per-request SLO with a usable answer, at least
+    ``attainment`` (Wilson bounds on the share)."""
     block = run.targets[target]
     measured = [r for r in run.requests if r.target == target and r.level != "warmup"]
+    if at == "goodput":
+        good = sum(1 for r in measured if request_meets(r, slo))
+        share = good / len(measured) if measured else None
+        bounds = wilson(good, len(measured))
+        passed = share is not None and share >= attainment
+        fig = Figure(GOODPUT_SHARE, share, attainment, *bounds, passed, ceiling=False)
+        return Verdict(passed, fig.clear, (fig,))
     ok = [r for r in measured if r.status == "ok"]
     figures = []
     for res in evaluate_block(target, block, slo):
@@ -120,7 +131,9 @@ def judge(run: RunData, target: str, slo: SloSpec) -> Verdict:
             low, high = quantile_bounds(vals, q)
         elif res.slo == "error_rate":
             low, high = wilson(block.requests.failed, block.requests.sent)
-        figures.append(Figure(res.slo, res.measured, res.threshold, low, high, res.passed))
+        figures.append(
+            Figure(res.slo, res.measured, res.threshold, low, high, res.passed, SLO_KEYS[res.slo][2])
+        )
     passed = all(f.passed for f in figures)
     clear = all(f.clear for f in figures) if passed else any(f.clear for f in figures if not f.passed)
     return Verdict(passed, clear, tuple(figures))

@@ -124,6 +124,18 @@ def slo_words(slo: dict[str, float]) -> str:
         "error_rate": "error rate <= {}",
         "min_output_tok_s": "output >= {} tok/s",
     }
+    share = slo.get("goodput_share")
+    if share is not None:  # --at goodput: the per-request bounds each request must meet
+        names.update(
+            ttft_p99_ms="TTFT <= {} ms", ttfo_p99_ms="TTFO <= {} ms", itl_p99_ms="largest gap <= {} ms"
+        )
+        names.update(tpot_p50_ms="TPOT <= {} ms", e2e_p99_ms="E2E <= {} ms")
+        each = ", ".join(
+            names[k].format(fmt(v))
+            for k, v in slo.items()
+            if k in names and k not in ("error_rate", "min_output_tok_s")
+        )
+        return f"goodput: at least {share:.0%} of requests ok with {each}"
     return ", ".join(names[k].format(fmt(v)) for k, v in slo.items() if k in names)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llmload.base.exitcodes import EXIT_INPUT, EXIT_INVALID
-from llmload.capacity.judge import Verdict, judge
+from llmload.capacity.judge import GOODPUT_SHARE, Verdict, judge
 from llmload.capacity.outcome import ProbeFigure, ProbeRow
 from llmload.capacity.probe import ProbeSpec, last_line, probe_command, start_probe
 from llmload.capacity.search import Outcome, next_probe
@@ -117,7 +117,7 @@ class Search:
         if block is None:
             return ProbeRow(**base, exit_code=code, verdict="no result", note="no figures for the target")
         assert self.sc.slo is not None
-        v: Verdict = judge(run, spec.target, self.sc.slo)
+        v: Verdict = judge(run, spec.target, self.sc.slo, self.settings.at, self.settings.attainment)
         verdict = v.word if run.status not in ("invalid", "interrupted") else run.status
         note = "; ".join(run.run.reasons)[:300] if run.status == "invalid" else ""
         return ProbeRow(
@@ -169,10 +169,16 @@ def _row_base(spec: ProbeSpec, out: Path, results: Path) -> dict[str, Any]:
     }
 
 
+def _op(floor: bool, passed: bool) -> str:
+    if floor:
+        return ">=" if passed else "<"
+    return "<=" if passed else ">"
+
+
 def progress(row: ProbeRow, vary: str) -> str:
     load = f"{fmt(row.value)}/s" if vary == "rate" else f"{int(row.value)} streams"
     figs = ", ".join(
-        f"{k} {fmt(f.measured)} {'<=' if f.passed else '>'} {fmt(f.threshold)}"
+        f"{k} {fmt(f.measured)} {_op(k == GOODPUT_SHARE, f.passed)} {fmt(f.threshold)}"
         for k, f in row.figures.items()
     )
     again = f" repeat {row.repeat}" if row.repeat else ""

@@ -164,6 +164,14 @@ class Capacity(_Phase):
     repeat: bool = Field(True, description="probe the boundary again with another seed")
     arrival: Literal["poisson", "uniform"] = "poisson"
     max_vus: int = Field(10_000, ge=1, le=MAX_USERS, description="rate probes: in-flight cap")
+    at: Literal["slo", "goodput"] = Field(
+        "slo",
+        description="slo: a probe passes when every SLO figure holds; goodput: when at least `attainment` "
+        "of its requests met every per-request SLO with a usable answer (DistServe's goodput)",
+    )
+    attainment: float = Field(
+        0.9, gt=0, le=1, description="at goodput: the share of requests that must be good"
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> Capacity:

@@ -21,9 +21,10 @@ from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import close_sink, target_tags, write_summary_points
 from llmload.measure.concurrency import max_open_streams
 from llmload.report.levels import summary_text
+from llmload.report.results import BadResults, load_run_lines
 from llmload.results.finish import Observed, finalize, reports_failed, signalled_while_writing
 from llmload.results.rebuild import RUN_INFO
-from llmload.schema.results_model import Summary
+from llmload.schema.results_model import RequestLine, Summary
 from llmload.sinks.results import read_telemetry
 from llmload.sinks.terminal import render_table
 
@@ -103,6 +104,7 @@ def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Su
         cpu_samples=list(c.intervals.cpu_samples),
         telemetry=read_telemetry(c.results.dir / "telemetry.jsonl"),
         open_streams=max_open_streams(c.results.dir / "requests.jsonl"),
+        requests=_goodput_lines(c),
     )
     summary, code = finalize(c.resolved, c.outcome, c.agg, observed, allow_worker_loss=st.allow_worker_loss)
     if st.sink is not None:
@@ -129,6 +131,18 @@ def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Su
         c.results.summary(summary)
     c.results.close()
     return summary, code, ending
+
+
+def _goodput_lines(c: Conductor) -> list[RequestLine]:
+    """requests.jsonl's lines when the scenario sets a per-request SLO (goodput), else none; a file
+    that cannot be read (a torn line after a crash) gives none: the summary then holds no goodput."""
+    slo = c.sc.slo
+    if slo is None or not slo.has_per_request():
+        return []
+    try:
+        return load_run_lines(c.results.dir / "requests.jsonl")
+    except BadResults:
+        return []
 
 
 def write_reports_off_loop(results_dir: Path) -> tuple[str | None, str]:

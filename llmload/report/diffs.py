@@ -4,14 +4,17 @@ of the difference, and a verdict (llmload/report/compare.py says how the samples
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from llmload.config.slo_spec import SloSpec
 from llmload.report.bootstrap import Stat, diff_ci, point, quantile_stat, ratio_stat
 from llmload.report.pairing import Pair, align, by_index, request_field, throughput_pair, throughput_stat
 from llmload.report.results import RunData
+from llmload.report.slo import request_meets, slo_from_summary
 from llmload.schema.results_model import RequestLine
 
 BETTER, WORSE, SAME, NA = "better", "worse", "no significant difference", "n/a"
@@ -129,4 +132,42 @@ def compare_pair(
         pair = Pair(np.empty((0, 2)), np.empty((0, 2)), False)
         sb = sc = ratio_stat(0.0)
     out += _diff(bt, ct, ["output_tok_s"], "tok/s", pair, (sb, sc), False, opts, rng)
-    return out
+    return out + _goodput(rb, bt, rc, ct, opts, rng)
+
+
+def _meets(slo: SloSpec) -> Callable[[RequestLine], tuple[float, float]]:
+    """A request's row for goodput's ratio: (1 when it met every per-request SLO else 0, 1)."""
+    return lambda r: (float(request_meets(r, slo)), 1.0)
+
+
+def _goodput(
+    rb: RunData, bt: str, rc: RunData, ct: str, opts: dict[str, Any], rng: np.random.Generator
+) -> list[MetricDiff]:
+    """Goodput, when both runs hold one: each side's summary.json figure, its interval from how the
+    share of requests that met every per-request SLO resamples (paired by request index)."""
+    sides = []
+    for run, target in ((rb, bt), (rc, ct)):
+        slo, good = slo_from_summary(run.summary), run.targets[target].goodput_req_s
+        if slo is None or good is None:
+            return []
+        reqs = run.target_requests(target, ok_only=False)
+        sides.append((by_index(reqs, _meets(slo)), good))
+    (samples_b, good_b), (samples_c, good_c) = sides
+    pair = align(samples_b, samples_c)
+    pair = Pair(pair.base.reshape(-1, 2), pair.cand.reshape(-1, 2), pair.paired)
+
+    def stat(rows: np.ndarray, good: float) -> Stat:
+        share = rows[:, 0].sum() / len(rows) if len(rows) else 0.0
+        return ratio_stat(good / share if share else 0.0)
+
+    return _diff(
+        bt,
+        ct,
+        ["goodput"],
+        "req/s",
+        pair,
+        (stat(pair.base, good_b), stat(pair.cand, good_c)),
+        False,
+        opts,
+        rng,
+    )

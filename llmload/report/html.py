@@ -134,10 +134,9 @@ def _summary(rep: Report) -> str:
     note = ""
     if rep.slo is not None and rep.slo.has_per_request():
         note = (
-            '<p class="note">goodput: successful requests per second (measurement window) that met every '
-            "per-request SLO with a usable answer (ok: a whole stream, not &quot;no answer&quot;, valid JSON "
-            "or tool call where one was asked for): ttft &le; ttft_p99_ms, e2e &le; e2e_p99_ms, tpot &le; tpot_p50_ms, "
-            "largest gap &le; itl_p99_ms.</p>"
+            '<p class="note">goodput: req/s times the share of the window\'s requests that were ok (a whole '
+            "stream with a usable answer) and met every per-request SLO: ttft &le; ttft_p99_ms, ttfo &le; "
+            "ttfo_p99_ms, e2e &le; e2e_p99_ms, tpot &le; tpot_p50_ms, largest gap &le; itl_p99_ms.</p>"
         )
     else:
         note = '<p class="note">goodput needs per-request SLOs (ttft/itl/tpot/e2e) in the scenario.</p>'

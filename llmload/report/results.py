@@ -169,6 +169,11 @@ def load_run(results_dir: Path | str, *, with_requests: bool = True) -> RunData:
     return run
 
 
+def load_run_lines(path: Path) -> list[RequestLine]:
+    """requests.jsonl's lines (BadResults names a line that does not fit)."""
+    return _rows(path, RequestLine)
+
+
 def _rows(path: Path, model: type[_Row]) -> list[_Row]:
     """A JSONL file's lines as ``model`` (docs/schemas/); none when the file is absent. A line that
     does not fit raises BadResults naming the file, the line and the field."""

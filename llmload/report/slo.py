@@ -29,7 +29,7 @@ break the TPOT or ITL bound. With no per-request SLO set there is no goodput.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -193,18 +193,42 @@ def request_meets(req: RequestLine, slo: SloSpec) -> bool:
     return True
 
 
-def goodput(requests: Iterable[RequestLine], slo: SloSpec, window_s: float | None) -> float | None:
-    """Requests per second that met every per-request SLO; None without such SLOs or a window."""
-    if not slo.has_per_request() or not window_s:
+def goodput(requests: Sequence[RequestLine], slo: SloSpec, req_s: float) -> float | None:
+    """DistServe's goodput: the request rate times the share of ``requests`` (those started in the
+    measurement window, whatever their status) that were ok and met every per-request SLO, so it
+    never exceeds req/s; None without such SLOs or requests."""
+    if not slo.has_per_request() or not requests:
         return None
-    return sum(1 for r in requests if request_meets(r, slo)) / window_s
+    return req_s * sum(1 for r in requests if request_meets(r, slo)) / len(requests)
+
+
+def set_goodput(summary: Summary, requests: Iterable[RequestLine]) -> None:
+    """Each target's ``goodput_req_s`` in summary.json (``goodput``: its throughput's req/s and the
+    requests started in the measurement window). The report shows this figure (``goodput_by_target``),
+    so the two agree. Without lines (none given, or none readable) the summary holds none."""
+    slo = slo_from_summary(summary)
+    if slo is None:
+        return
+    start, end = summary.run.measure_start, summary.run.measure_end
+    started: dict[str, list[RequestLine]] = {}
+    for r in requests:
+        if start <= r.start_time <= end:
+            started.setdefault(r.target, []).append(r)
+    if not started:
+        return
+    for name, block in summary.targets.items():
+        block.goodput_req_s = goodput(started.get(name, []), slo, block.throughput.req_s)
 
 
 def goodput_by_target(run: RunData, slo: SloSpec | None) -> dict[str, float | None]:
+    """summary.json's goodput where it holds one (llmload run writes it), else from the lines."""
     out: dict[str, float | None] = {}
-    for target in run.targets:
+    for target, block in run.targets.items():
+        if block.goodput_req_s is not None:
+            out[target] = block.goodput_req_s
+            continue
         if slo is None or not run.requests:
             out[target] = None
             continue
-        out[target] = goodput(run.target_requests(target), slo, run.window_s(target))
+        out[target] = goodput(run.target_requests(target, ok_only=False), slo, block.throughput.req_s)
     return out

@@ -14,18 +14,20 @@ The capacity search judges each probe with the same function, through ``llmload 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llmload.base.exitcodes import EXIT_INVALID, EXIT_OK, EXIT_REPORTS, EXIT_SLO, exit_code_for_signal
 from llmload.config.resolved import ResolvedRun
 from llmload.measure.client_health import client_health
 from llmload.measure.runstate import Aggregator
 from llmload.report.judge import judge
+from llmload.report.slo import set_goodput
 from llmload.results.run_outcome import RunOutcome
 from llmload.results.summary import build_summary
 from llmload.results.verdict import verdict
 from llmload.schema.results_model import (
     ClientHealth,
+    RequestLine,
     RunStatus,
     Summary,
     TelemetryInfo,
@@ -40,6 +42,7 @@ class Observed:
     cpu_samples: list[float]  # the client's CPU at each interval (the max over workers)
     telemetry: list[TelemetryRow]  # telemetry.jsonl (the scraper has stopped)
     open_streams: dict[tuple[str, str, str], int] | None  # most streams open per (phase, level, target)
+    requests: list[RequestLine] = field(default_factory=list)  # requests.jsonl, read when goodput needs it
 
 
 def finalize(
@@ -77,6 +80,7 @@ def finalize(
         telemetry=observed.telemetry,
         open_streams=observed.open_streams,
     )
+    set_goodput(summary, observed.requests)  # per-request SLOs: each request's own figures
     judged = judge(summary)
     if code == EXIT_OK and judged.missed:  # an interrupted or invalid run keeps its own code
         code = EXIT_SLO

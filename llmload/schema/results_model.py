@@ -295,6 +295,7 @@ class TargetBlock(LenientModel):
     scrape: ScrapeCost | None = None  # when its metrics_url answered at least once
     gpu_scrape: ScrapeCost | None = None  # when its gpu_metrics_url answered at least once
     engine: EngineFigures | None = None  # likewise, when its /metrics was scraped
+    goodput_req_s: float | None = None  # ok requests a second that met every per-request SLO (report/slo.py)
 
 
 class LevelRate(LenientModel):

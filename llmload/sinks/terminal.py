@@ -131,7 +131,12 @@ def render_table(summary: Summary) -> str:
     def marked(rows: list[list[str]]) -> list[list[str]]:
         return [[r[0] + SIMULATED_MARK if r[0] in sims else r[0], *r[1:]] for r in rows]
 
-    lines = _table(COLUMNS, marked(summary_rows(summary)))
+    rows = summary_rows(summary)
+    columns = COLUMNS
+    if any(t.goodput_req_s is not None for t in summary.targets.values()):  # per-request SLOs set
+        columns = [*COLUMNS, ("goodput", "req/s")]
+        rows = [[*r, _f(t.goodput_req_s, 2)] for r, t in zip(rows, summary.targets.values(), strict=True)]
+    lines = _table(columns, marked(rows))
     reasoning = reasoning_rows(summary)
     if reasoning:  # only a run that had reasoning: a classic run's table is as it was
         lines += ["", *_table(REASONING_COLUMNS, marked(reasoning))]
