@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from llmload.config.slo_spec import SloSpec
+from llmload.locust.liveview import answers_line, rows_from_summary
 from llmload.report.slo import fmt, request_meets
 from llmload.schema.results_model import RequestLine, Summary
 
@@ -133,3 +134,16 @@ def test_goodput_is_one_figure_in_summary_terminal_and_report(tools_run) -> None
         assert row.split()[-1] == shown
         in_report = f"| {fmt(block.goodput_req_s)} |"  # the report's 3 significant digits
         assert any(line.startswith(f"| {target} |") and line.endswith(in_report) for line in md.splitlines())
+
+
+def test_the_web_uis_status_line_shows_the_summarys_answers_and_goodput(tools_run) -> None:
+    """After the run the LLM tab's rows are summary.json's (liveview.rows_from_summary): its status
+    line names the same valid answers, tool calls and goodput as the terminal."""
+    _r, out = tools_run
+    summary = Summary.model_validate_json((out / "summary.json").read_text())
+    line = answers_line(rows_from_summary(summary, list(summary.targets)))
+    for target, block in summary.targets.items():
+        a = block.requests.answers
+        assert a is not None and block.goodput_req_s is not None
+        want = f"{target}: {a.valid:,}/{a.checked:,} answers valid, {a.tool_calls:,} tool calls, "
+        assert want + f"goodput {block.goodput_req_s:,.2f} req/s" in line, line

@@ -160,6 +160,7 @@ class LiveView:
                     "cut": cut[t],
                     "loop_lag_p99_ms": last.get("loop_lag_p99_ms"),
                     **_reasoning_live(window.get(t)),
+                    **_answers_live(window.get(t)),
                 }
             )
         return out
@@ -193,6 +194,33 @@ def reasoning_line(rows: list[dict[str, Any]]) -> str:
     return ("reasoning: " + "; ".join(parts)) if parts else ""
 
 
+def _answers_live(st: TargetStats | None) -> dict[str, Any]:
+    """Answers judged so far (warm-up included), only when some were (JSON, tool calls)."""
+    if st is None or not (st.answers_checked or st.tool_calls):
+        return {}
+    return {
+        "answers_checked": st.answers_checked,
+        "answers_valid": st.answers_valid,
+        "tool_calls": st.tool_calls,
+    }
+
+
+def answers_line(rows: list[dict[str, Any]]) -> str:
+    """The LLM tab's answers and goodput line (docs/webui.md), '' when neither is in the rows."""
+    parts = []
+    for r in rows:
+        bits = []
+        if "answers_checked" in r:
+            bits.append(
+                f"{r['answers_valid']:,}/{r['answers_checked']:,} answers valid, {r['tool_calls']:,} tool calls"
+            )
+        if r.get("goodput_req_s") is not None:
+            bits.append(f"goodput {r['goodput_req_s']:,.2f} req/s")
+        if bits:
+            parts.append(f"{r['target']}: {', '.join(bits)}")
+    return ("answers: " + "; ".join(parts)) if parts else ""
+
+
 def rows_from_summary(summary: Summary, targets: list[str]) -> list[dict[str, Any]]:
     """The table's rows for a finished run: summary.json's figures (docs/results.md)."""
     out = []
@@ -220,6 +248,7 @@ def rows_from_summary(summary: Summary, targets: list[str]) -> list[dict[str, An
                 "cut": s.requests.by_class.get(CUT, 0),
                 "loop_lag_p99_ms": summary.run.client.loop_lag_ms.p99,
                 **_reasoning_final(s),
+                **_answers_final(s),
             }
         )
     return out
@@ -237,6 +266,15 @@ def _reasoning_final(s: TargetBlock) -> dict[str, Any]:
         "answer_tokens": r.answer,
         "no_answer": s.requests.by_class.get("no_answer", 0),
     }
+
+
+def _answers_final(s: TargetBlock) -> dict[str, Any]:
+    a, out = s.requests.answers, dict[str, Any]()
+    if a is not None:
+        out = {"answers_checked": a.checked, "answers_valid": a.valid, "tool_calls": a.tool_calls}
+    if s.goodput_req_s is not None:
+        out["goodput_req_s"] = s.goodput_req_s
+    return out
 
 
 # --- presentation ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from llmload.config.simulated import simulated_targets
 from llmload.config.yamlsrc import InputError
 from llmload.locust.conclude import discard_unstarted, finish_run
 from llmload.locust.hooks import on
-from llmload.locust.liveview import reasoning_line
+from llmload.locust.liveview import answers_line, reasoning_line
 from llmload.locust.plugin import load_for_options, setup
 from llmload.locust.state import ProcessState, state_of
 
@@ -91,6 +91,9 @@ def _webui_status(st: ProcessState) -> dict[str, Any]:
     reasoning = reasoning_line(rows)
     if reasoning:  # only a run that streamed reasoning: a classic run's line is as it was
         line += "; " + reasoning
+    answers = answers_line(rows)
+    if answers:  # answers judged (JSON, tool calls) or, once finished, goodput under per-request SLOs
+        line += "; " + answers
     return {
         "run_id": c.run_id,
         "state": state,
