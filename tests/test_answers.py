@@ -273,6 +273,17 @@ BAD = [
     ),
     ("unknown response_format", "  response_format: {type: yaml}\n", "workload.response_format.type"),
     ("unknown api", None, "targets[0].api: Input should be 'chat', 'completions' or 'responses'"),
+    (
+        "agent on multiturn",
+        "  kind: multiturn\n" + TOOLS + "  agent: {rounds: 3}\n",
+        "agent: its turns follow",
+    ),
+    ("agent without tools", "  agent: {rounds: 3}\n", "workload: agent needs tools the model may call"),
+    (
+        "agent of one round",
+        TOOLS + "  agent: {rounds: 1}\n",
+        "workload.agent.rounds: Input should be greater than or equal to 2",
+    ),
     ("tools on completions", None, "need api chat or responses; target(s) a use api completions"),
 ]
 

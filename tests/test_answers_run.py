@@ -147,3 +147,44 @@ def test_the_web_uis_status_line_shows_the_summarys_answers_and_goodput(tools_ru
         assert a is not None and block.goodput_req_s is not None
         want = f"{target}: {a.valid:,}/{a.checked:,} answers valid, {a.tool_calls:,} tool calls, "
         assert want + f"goodput {block.goodput_req_s:,.2f} req/s" in line, line
+
+
+@pytest.fixture(scope="module")
+def agent_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    sc = yaml.safe_load((ROOT / "scenarios" / "agent.yaml").read_text())
+    sc["load"].update(users=4, duration="5s", warmup="0s")
+    return _run(tmp_path_factory.mktemp("agent"), sc)
+
+
+def test_an_agent_loop_answers_each_call_and_counts_its_sessions(agent_run) -> None:
+    """scenarios/agent.yaml: the model calls the tool, gets the canned result 300 ms later and answers
+    in text; every turn a request of its own, the sessions counted alike in every output."""
+    r, out = agent_run
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = Summary.model_validate_json((out / "summary.json").read_text())
+    rounds = 3
+    for target in ("chat", "responses"):
+        mine = sorted((x for x in _lines(out) if x.target == target), key=lambda x: x.index)
+        sessions: dict[int, list[RequestLine]] = {}
+        for x in mine:
+            assert x.turn is not None and x.index % rounds == x.turn
+            sessions.setdefault(x.index // rounds, []).append(x)
+        ended = {k: v for k, v in sessions.items() if v[-1].session_end is not None}
+        assert ended
+        for turns in ended.values():
+            assert [x.turn for x in turns] == list(range(len(turns)))
+            assert [x.tool_calls for x in turns] == [1] * (len(turns) - 1) + [0]
+            assert [x.session_end for x in turns] == [None] * (len(turns) - 1) + ["answered"]
+            assert all(x.tool_wait_ms == (300.0 if x.turn else 0.0) for x in turns)
+            assert all(a.prompt_tokens < b.prompt_tokens for a, b in zip(turns, turns[1:], strict=False))
+        s = summary.targets[target].requests.answers.sessions
+        assert s is not None
+        assert (s.sessions, s.turns, s.answered) == (len(sessions), len(mine), len(ended))
+        assert s.tool_wait_s == pytest.approx(0.3 * sum(1 for x in mine if x.turn))
+        row = next(
+            x
+            for x in r.stdout.splitlines()
+            if x.startswith(f"{target}* ") and x.split()[1] == f"{s.sessions:,}"
+        )
+        assert row.split()[2] == f"{s.turns:,}" and row.split()[4] == f"{s.answered:,}"
+    assert "### Agent sessions" in (out / "report.md").read_text()

@@ -17,6 +17,8 @@ import pytest
 from llmload.client.openai_stream import build_request, stream_request
 from llmload.client.transport import GeventTransport
 from llmload.config.workload_spec import SyntheticWorkload
+from llmload.load.workload import RequestSpec
+from llmload.locust.sessions import agent_session, mark_turn
 from llmload.measure.records import RequestRecord
 from tests.engines import SERVED, start_vllm, tiny_model
 
@@ -91,3 +93,33 @@ def test_the_responses_api_gives_the_same_figures_as_chat(vllm) -> None:  # type
             and r.e2e_s >= r.ttft_s
             and len(r.itl_s) == r.chunks - 1
         )
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_agent_loop_sends_each_call_and_its_result_back(vllm, api: str) -> None:  # type: ignore[no-untyped-def]
+    """A named tool_choice calls on every turn, so a 3-round session runs out of rounds; the server's
+    prompt grows each turn by the calls and results llmload sent back (its own prompt_tokens)."""
+    wl = SyntheticWorkload.model_validate({**TOOLS, "agent": {"rounds": 3, "tool_result": '{"t": 21}'}})
+    assert wl.agent is not None
+    tr = GeventTransport(vllm.base_url)
+    recs: list[RequestRecord] = []
+
+    def send(spec: RequestSpec) -> RequestRecord:
+        req = build_request(
+            api=api, model=SERVED, prompt=spec.messages, max_tokens=48, extra_body=wl.body_fields()
+        )
+        rec = stream_request(tr, req, RequestRecord(target=api, index=spec.index), shape=wl.answer_shape())
+        mark_turn(rec, spec)
+        recs.append(rec)
+        return rec
+
+    agent_session(
+        RequestSpec(5, [{"role": "user", "content": "weather?"}], 48, 2), wl.agent, send, lambda: True
+    )
+    tr.close()
+    assert [(r.index, r.turn, r.status, r.tool_calls, r.answer_valid) for r in recs] == [
+        (15 + t, t, "ok", 1, True) for t in range(3)
+    ], [(r.status, r.error) for r in recs]
+    assert [r.session_end for r in recs] == [None, None, "rounds"]
+    prompts = [r.prompt_tokens or 0 for r in recs]
+    assert prompts[0] < prompts[1] < prompts[2], prompts

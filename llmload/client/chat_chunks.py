@@ -72,6 +72,8 @@ def add_tool_deltas(choice: dict[str, Any], calls: dict[int, ToolCall]) -> None:
             continue
         index = d.get("index")
         call = calls.setdefault(index if isinstance(index, int) else len(calls), ToolCall())
+        if isinstance(d.get("id"), str) and d["id"]:
+            call.id = d["id"]
         fn = d.get("function")
         if isinstance(fn, dict):
             if isinstance(fn.get("name"), str) and fn["name"]:

@@ -76,7 +76,7 @@ def build_request(
     *,
     api: str,
     model: str,
-    prompt: str | list[dict[str, str]],
+    prompt: str | list[dict[str, Any]],
     max_tokens: int,
     temperature: float | None = 0.0,
     ignore_eos: bool = False,
@@ -133,7 +133,7 @@ def _headers(headers: dict[str, str] | None, api_key: str | None) -> dict[str, s
 
 def _responses_request(
     model: str,
-    prompt: str | list[dict[str, str]],
+    prompt: str | list[dict[str, Any]],
     max_tokens: int,
     temperature: float | None,
     extra_body: dict[str, Any] | None,
@@ -145,7 +145,7 @@ def _responses_request(
     ``reasoning: {effort}``, flat function tools, ``text: {format}`` for response_format. It has no
     ``ignore_eos``, ``min_tokens`` or ``seed`` (vLLM 0.32 ignores them there), so none is sent:
     each answer ends where the model ends it (docs/scenarios.md)."""
-    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _items(prompt)
     body: dict[str, Any] = {"model": model, "input": messages, "max_output_tokens": max_tokens}
     if temperature is not None:
         body["temperature"] = temperature
@@ -168,6 +168,28 @@ def _responses_request(
     body.update(extra)
     path = base_path.rstrip("/") + "/v1/responses"
     return PreparedRequest("POST", path, _headers(headers, api_key), orjson.dumps(body), "responses")
+
+
+def _items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages as Responses input items: an agent's tool calls become ``function_call`` items
+    and their results ``function_call_output`` items (llmload/locust/sessions.py writes chat's form)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.get("role") == "tool":
+            out.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+        elif m.get("tool_calls"):
+            out += [
+                {
+                    "type": "function_call",
+                    "call_id": c["id"],
+                    "name": c["function"]["name"],
+                    "arguments": c["function"]["arguments"],
+                }
+                for c in m["tool_calls"]
+            ]
+        else:
+            out.append(m)
+    return out
 
 
 def stream_request(

@@ -43,6 +43,7 @@ class Event:
     reasoning: bool = False
     call: int | None = None
     name: str = ""
+    call_id: str = ""
     usage: dict[str, Any] | None = None
     finish_reason: str | None = None
     message: str = ""
@@ -112,7 +113,8 @@ def read(obj: dict[str, Any], called: bool) -> Event:
     if kind == ITEM_ADDED:
         item = obj.get("item")
         if isinstance(item, dict) and item.get("type") == "function_call":
-            return Event("call", call=_index(obj), name=str(item.get("name") or ""))
+            call_id = str(item.get("call_id") or item.get("id") or "")
+            return Event("call", call=_index(obj), name=str(item.get("name") or ""), call_id=call_id)
         return OTHER
     if kind in ENDS:
         return _end(obj, called)

@@ -209,7 +209,8 @@ class StreamState:
                 self.calls.setdefault(ev.call, ToolCall()).arguments.append(ev.text)
             self._token(t, None, None if ev.call is not None else ev.text, ev.reasoning, False)
         elif ev.kind == "call" and ev.call is not None:
-            self.calls.setdefault(ev.call, ToolCall()).name = ev.name
+            call = self.calls.setdefault(ev.call, ToolCall())
+            call.name, call.id = ev.name, ev.call_id
         elif ev.kind == "end":
             if ev.usage is not None:
                 self._usage(ev.usage)
@@ -334,6 +335,7 @@ class StreamState:
         """Tool calls counted, and the answer against its asked-for shape: a usable stream whose
         answer is not is ``invalid_output`` (docs/metrics.md)."""
         rec.tool_calls = len(self.calls)
+        rec.calls = [{"id": c.id, "name": c.name, "arguments": c.text} for c in self.calls.values()]
         if self.shape is None:
             return
         problem = self.shape.judge("".join(self.answer or ()), list(self.calls.values()), self.finish_reason)

@@ -29,6 +29,7 @@ class ToolCall:
 
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    id: str = ""  # the server's call id (chat's tool_calls[].id, the Responses API's call_id)
 
     @property
     def text(self) -> str:

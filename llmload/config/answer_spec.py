@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from llmload.base.strict import Strict
 from llmload.config.answer_check import JSON_OBJECT, JSON_SCHEMA, TOOL_CALL, AnswerShape, schema_problem
+from llmload.config.durations import Duration
 
 
 def _schema(v: dict[str, Any]) -> dict[str, Any]:
@@ -75,12 +76,23 @@ class ResponseFormat(Strict):
 ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
 
 
+class AgentLoop(Strict):
+    """An agent's loop: each answer that calls tools gets every call answered with ``tool_result``
+    after ``tool_latency`` (the tool's time: not charged to the engine), and the model goes on, up to
+    ``rounds`` model turns a session (llmload/locust/sessions.py)."""
+
+    rounds: int = Field(3, ge=2, le=64, description="model turns a session at most (the first included)")
+    tool_latency: Duration = Field(0.0, description="time in the tool before its result goes back")
+    tool_result: str = Field('{"ok": true}', max_length=65536, description="every call's result, as sent")
+
+
 class AnswerFields(Strict):
     """The workload fields that shape the answer (a mix-in of every workload kind)."""
 
     tools: list[Tool] | None = Field(None, min_length=1, description="functions the model may call")
     tool_choice: ToolChoice | None = Field(None, description="none, auto, required or a named function")
     response_format: ResponseFormat | None = Field(None, description="text, json_object or json_schema")
+    agent: AgentLoop | None = Field(None, description="answer the model's tool calls and go on, turn by turn")
 
     @model_validator(mode="after")
     def _choice_names_a_tool(self) -> AnswerFields:
@@ -91,6 +103,8 @@ class AnswerFields(Strict):
             names = [t.function.name for t in self.tools]
             if choice.function.name not in names:
                 raise ValueError(f"tool_choice names {choice.function.name}, not among the tools {names}")
+        if self.agent is not None and (self.tools is None or choice == "none"):
+            raise ValueError("agent needs tools the model may call (and tool_choice other than none)")
         if (
             self.tools is not None
             and self.response_format is not None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from llmload.config.answer_spec import AnswerFields
 from llmload.config.durations import Duration
@@ -73,6 +73,15 @@ class PrefixWorkload(WorkloadCommon):
 
 class MultiturnWorkload(WorkloadCommon):
     kind: Literal["multiturn"]
+
+    @model_validator(mode="after")
+    def _one_kind_of_session(self) -> MultiturnWorkload:
+        if self.agent is not None:
+            raise ValueError(
+                "agent: its turns follow the model's tool calls; a multiturn workload scripts its own"
+            )
+        return self
+
     turns: Length = Field(3, description="turns per session")
     think_time: Duration = Field(0.0, description="pause between turns")
 

@@ -56,12 +56,14 @@ def words(rng: random.Random, n: int) -> str:
 @dataclass
 class RequestSpec:
     index: int
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]  # chat messages (an agent's turns add tool calls and results)
     max_tokens: int
     prompt_tokens_est: int
     session: int = -1
     turn: int = 0
     think_time: float = 0.0
+    agent_rounds: int = 0  # an agent loop's turns at most (0: no agent; llmload/locust/sessions.py)
+    tool_wait_s: float = 0.0  # an agent's turn: the time in the tool before it
 
 
 class WorkloadSource:

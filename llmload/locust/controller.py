@@ -26,6 +26,7 @@ from llmload.config.scenario import Scenario
 from llmload.config.secrets import Masker, secret_values
 from llmload.load.plan import PlanStep, arrival_times, build_plan, split_share
 from llmload.load.workload import RequestSpec, WorkloadSource
+from llmload.locust.sessions import agent_session, mark_turn, multiturn_session
 from llmload.locust.users import LLMUser, class_name
 from llmload.measure.loop_lag import LoopLag
 from llmload.measure.records import RequestRecord
@@ -36,8 +37,8 @@ NO_IGNORE_EOS = ("openai",)
 GENERATION_BLOCK = 1_000_000_000  # kinds whose API rejects the vLLM-style ignore_eos field
 
 
-class LLMFailure(Exception):
-    """What Locust's statistics show for a failed stream (status class: message)."""
+class LLMFailure(Exception):  # what Locust's statistics show for a failed stream (status class: message)
+    pass
 
 
 class LLMRun:
@@ -57,9 +58,7 @@ class LLMRun:
         # In X-Request-Id: HTTP header text, whatever the scenario's name holds
         self.run_id = re.sub(r"[^A-Za-z0-9._:-]", "_", run_id) or "llmload"
         self.sc = scenario
-        self.role = role
-        self.worker_id = worker_id
-        self.k = worker_index
+        self.role, self.worker_id, self.k = role, worker_id, worker_index
         self.generation = generation
         self.n = max(1, worker_count)
         self.targets = {t.name: t for t in scenario.targets}
@@ -145,7 +144,7 @@ class LLMRun:
         if ps is None or ps.step.open_loop or t not in ps.targets or self.draining or self.k < 0:
             gevent.sleep(0.1)
             return
-        if self.sc.workload.kind == "multiturn":
+        if self.sc.workload.kind == "multiturn" or self.sc.workload.agent is not None:
             self._session(user, transport, ps)
             return
         idx = self._take_index(t, ps)
@@ -185,21 +184,22 @@ class LLMRun:
         self._counters[t] = c + 1
         return c * self.n + self.k
 
-    def _session(self, user: LLMUser, transport: GeventTransport, ps: PlanStep) -> None:
-        t = user.target_name
+    def _session(self, user: LLMUser, transport: GeventTransport, ps: PlanStep) -> None:  # sessions.py
+        t, agent = user.target_name, self.sc.workload.agent
         sess = self._take_index(t, ps)
         if sess is None:
             gevent.sleep(0.1)
             return
-        turns = self.source.session_turns(sess)
-        for turn in range(turns):
-            if self.current is not ps:
-                return
-            spec = self.source.get(sess * self.source.turns_max + turn)
+
+        def send(spec: RequestSpec) -> RequestRecord:
             rec = self.issue(t, transport, spec, ps, None)
             self._pace(user, rec)
-            if spec.think_time and turn < turns - 1:
-                gevent.sleep(spec.think_time)
+            return rec
+
+        if agent is not None:
+            agent_session(self.source.get(sess), agent, send, lambda: self.current is ps)
+        else:
+            multiturn_session(self.source, sess, send, lambda: self.current is ps)
 
     # --- open loop ----------------------------------------------------------
     def _drive_open_loop(self, ps: PlanStep, t: str, t0: float) -> None:
@@ -301,16 +301,16 @@ class LLMRun:
                 mask=self._mask,  # masked before any cut: a long echoed key must not leave a prefix
             )
         except BaseException:
-            windows.done(tokens, rec)
-            self._done(rec)
+            self._done(rec, spec, lambda: windows.done(tokens, rec))
             raise
         finally:
             self._streams.discard(me)
-        windows.done(tokens, rec)
-        self._done(rec)
+        self._done(rec, spec, lambda: windows.done(tokens, rec))
         return rec
 
-    def _done(self, rec: RequestRecord) -> None:
+    def _done(self, rec: RequestRecord, spec: RequestSpec, close_window: Callable[[], None]) -> None:
+        mark_turn(rec, spec)  # an agent's turn: its place in the session, before it is counted
+        close_window()
         rec.error = self._mask(rec.error)
         self.collector.record(rec)
         if rec.status == "aborted":  # cut by llmload (Stop, a signal, stop_grace): no Locust request, so

@@ -56,6 +56,10 @@ class TargetStats:
     answers_checked: int = 0  # answers judged against an asked-for shape (JSON, tool call)
     answers_valid: int = 0  # of which usable (llmload/config/answer_check.py)
     tool_calls: int = 0  # tool calls streamed
+    turns: int = 0  # agent turns (llmload/locust/sessions.py); sessions are its turns 0
+    sessions: int = 0
+    session_ends: dict[str, int] = field(default_factory=dict)  # answered | rounds | failed
+    tool_wait_s: float = 0.0  # time in the tool between turns (not in any latency)
     first_start: float | None = None  # epoch of the earliest request start seen
     last_end: float | None = None  # epoch of the latest request end seen
 
@@ -82,6 +86,8 @@ class TargetStats:
             self.answers_checked += 1
             self.answers_valid += rec.answer_valid is True
         self.tool_calls += rec.tool_calls
+        if rec.turn is not None:
+            self._add_turn(rec)
         if not rec.ok:
             return
         if rec.ttfo_s is not None:
@@ -124,6 +130,13 @@ class TargetStats:
             for gap in gaps:
                 hist.record(gap)
 
+    def _add_turn(self, rec: RequestRecord) -> None:
+        self.turns += 1
+        self.sessions += rec.turn == 0
+        self.tool_wait_s += rec.tool_wait_s
+        if rec.session_end is not None:
+            self.session_ends[rec.session_end] = self.session_ends.get(rec.session_end, 0) + 1
+
     @property
     def has_reasoning(self) -> bool:
         return self.reasoning_requests > 0
@@ -156,6 +169,11 @@ class TargetStats:
         self.answers_checked += other.answers_checked
         self.answers_valid += other.answers_valid
         self.tool_calls += other.tool_calls
+        self.turns += other.turns
+        self.sessions += other.sessions
+        self.tool_wait_s += other.tool_wait_s
+        for k, n in other.session_ends.items():
+            self.session_ends[k] = self.session_ends.get(k, 0) + n
         if other.first_start is not None and (
             self.first_start is None or other.first_start < self.first_start
         ):
@@ -179,6 +197,8 @@ class TargetStats:
             out["ra"] = self.reasoning_tokens_approx
         if self.answers_checked or self.tool_calls:
             out["a"] = [self.answers_checked, self.answers_valid, self.tool_calls]
+        if self.turns:
+            out["s"] = [self.turns, self.sessions, self.tool_wait_s, self.session_ends]
         return out
 
     @classmethod
@@ -197,6 +217,9 @@ class TargetStats:
             ts.reasoning_tokens_approx = bool(d.get("ra", False))
         if "a" in d:
             ts.answers_checked, ts.answers_valid, ts.tool_calls = d["a"]
+        if "s" in d:
+            ts.turns, ts.sessions, ts.tool_wait_s, ends = d["s"]
+            ts.session_ends = dict(ends)
         ts.first_start = d.get("fs")
         ts.last_end = d.get("le")
         return ts

@@ -70,6 +70,12 @@ class RequestRecord:
     tool_calls: int = 0  # tool calls streamed (chat tool_calls deltas, Responses function calls)
     answer_check: str | None = None  # json_object | json_schema | tool_call: what the answer was judged as
     answer_valid: bool | None = None  # it parsed and fit its schema (None: nothing asked of it)
+    calls: list[dict[str, str]] = field(
+        default_factory=list
+    )  # the tool calls (id, name, arguments): an agent's next turn
+    turn: int | None = None  # an agent loop's turn (0: the user's prompt; llmload/locust/sessions.py)
+    session_end: str | None = None  # the turn that ended its session: answered | rounds | failed
+    tool_wait_s: float = 0.0  # time in the tool before this turn was sent (not charged to the engine)
     finish_reason: str | None = None
     error: str | None = None  # short, secret-free description of the failure
     retry_after_s: float | None = None  # the server's Retry-After on an HTTP error (429, 503)
@@ -181,6 +187,8 @@ class RequestRecord:
             out.update(
                 tool_calls=self.tool_calls, answer_check=self.answer_check, answer_valid=self.answer_valid
             )
+        if self.turn is not None:  # agent loops only
+            out.update(turn=self.turn, session_end=self.session_end, tool_wait_ms=ms(self.tool_wait_s))
         return out
 
     def to_wire(self) -> dict[str, Any]:

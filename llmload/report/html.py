@@ -31,7 +31,7 @@ from llmload.report.reasoning import REASONING_HEADERS, REASONING_NOTE, reasonin
 from llmload.report.scrape_cost import SCRAPE_HEADERS, scrape_note, scrape_rows
 from llmload.report.slo import fmt
 from llmload.schema.results_model import InfluxCounts
-from llmload.sinks.answers import ANSWER_HEADERS, ANSWER_NOTE, answer_rows
+from llmload.sinks import answers as ans
 
 PLOTLY_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
 WIDE_CHARTS = ("sweep", "client")  # charts that take the full page width
@@ -119,19 +119,21 @@ def _pareto(rep: Report) -> str:
     )
 
 
+TABLES = (  # tables of their own, each only for a run that has rows for it
+    ("reasoning", "Reasoning", REASONING_HEADERS, reasoning_rows, REASONING_NOTE),
+    ("answers", "Answers", ans.ANSWER_HEADERS, ans.answer_rows, ans.ANSWER_NOTE),
+    ("sessions", "Agent sessions", ans.SESSION_HEADERS, ans.session_rows, ans.SESSION_NOTE),
+)
+
+
 def _section(anchor: str, title: str, headers: list[str], rows: list[list[str]], note: str) -> str:
     """A table of its own (reasoning, answers), or "" for a run that has no rows for it."""
-    if not rows:
-        return ""
-    cells = [[_e(c) for c in r] for r in rows]
-    return (
-        f'<h2 id="{anchor}">{title}</h2>' + _table(headers, cells, (0,)) + f'<p class="note">{_e(note)}</p>'
-    )
+    table = _table(headers, [[_e(c) for c in r] for r in rows], (0,))
+    return f'<h2 id="{anchor}">{title}</h2>{table}<p class="note">{_e(note)}</p>' if rows else ""
 
 
 def _summary(rep: Report) -> str:
     rows = [[_e(r[k]) for k, _ in SUMMARY_COLUMNS] for r in rep.summary_rows()]
-    note = ""
     if rep.slo is not None and rep.slo.has_per_request():
         note = (
             '<p class="note">goodput: req/s times the share of the window\'s requests that were ok (a whole '
@@ -315,10 +317,7 @@ def render_html(rep: Report) -> str:
         _header(rep),
         _decision(rep),
         _summary(rep),
-        _section(
-            "reasoning", "Reasoning", REASONING_HEADERS, reasoning_rows(rep.run.targets), REASONING_NOTE
-        ),
-        _section("answers", "Answers", ANSWER_HEADERS, answer_rows(rep.run.targets), ANSWER_NOTE),
+        *(_section(a, title, heads, rows(rep.run.targets), note) for a, title, heads, rows, note in TABLES),
         _slo(rep),
         _engines(rep),
     ]

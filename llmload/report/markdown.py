@@ -22,7 +22,14 @@ from llmload.report.reasoning import REASONING_HEADERS, REASONING_NOTE, reasonin
 from llmload.report.scrape_cost import SCRAPE_HEADERS, scrape_note, scrape_rows
 from llmload.report.slo import fmt
 from llmload.schema.results_model import InfluxCounts
-from llmload.sinks.answers import ANSWER_HEADERS, ANSWER_NOTE, answer_rows
+from llmload.sinks.answers import (
+    ANSWER_HEADERS,
+    ANSWER_NOTE,
+    SESSION_HEADERS,
+    SESSION_NOTE,
+    answer_rows,
+    session_rows,
+)
 
 
 def _cell(v: object) -> str:
@@ -93,6 +100,9 @@ def _figures(rep: Report) -> list[str]:
     answers = answer_rows(rep.run.targets)
     if answers:
         lines += ["", "### Answers", "", *_table(ANSWER_HEADERS, answers), "", ANSWER_NOTE]
+    sessions = session_rows(rep.run.targets)
+    if sessions:
+        lines += ["", "### Agent sessions", "", *_table(SESSION_HEADERS, sessions), "", SESSION_NOTE]
     agreement = agreement_rows(rep.run)
     if agreement:
         lines += ["", "### Agreement with the server's counters", ""]

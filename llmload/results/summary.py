@@ -32,6 +32,7 @@ from llmload.schema.results_model import (
     ReasoningTokens,
     Requests,
     RunBlock,
+    Sessions,
     Status,
     Step,
     Summary,
@@ -90,7 +91,20 @@ def _answers(st: TargetStats) -> Answers | None:
     """Requests.answers, set only when answers were judged (a classic run's summary is unchanged)."""
     if not (st.answers_checked or st.tool_calls):
         return None
-    return Answers(checked=st.answers_checked, valid=st.answers_valid, tool_calls=st.tool_calls)
+    sessions = None
+    if st.turns:
+        ends = st.session_ends
+        sessions = Sessions(
+            sessions=st.sessions,
+            turns=st.turns,
+            answered=ends.get("answered", 0),
+            rounds=ends.get("rounds", 0),
+            failed=ends.get("failed", 0),
+            tool_wait_s=round(st.tool_wait_s, 3),
+        )
+    return Answers(
+        checked=st.answers_checked, valid=st.answers_valid, tool_calls=st.tool_calls, sessions=sessions
+    )
 
 
 def _by_class(st: TargetStats) -> dict[Status, int]:

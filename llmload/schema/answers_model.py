@@ -22,3 +22,15 @@ class Answers(LenientModel):
     checked: int  # answers judged (the request asked for JSON or offered tools)
     valid: int  # of which usable: they parsed and fit the schema; the rest are invalid_output or failed
     tool_calls: int  # tool calls streamed
+    sessions: Sessions | None = None  # agent loops only
+
+
+class Sessions(LenientModel):
+    """Agent loops (workload ``agent``, llmload/locust/sessions.py): sessions, their turns and ends."""
+
+    sessions: int  # sessions started (their first turns)
+    turns: int  # every turn, the first included
+    answered: int  # sessions whose last turn answered without a call
+    rounds: int  # sessions that still called a tool on their last allowed turn
+    failed: int  # sessions that ended on a failed turn
+    tool_wait_s: float  # time in the tool between turns (in no latency figure)

@@ -69,6 +69,9 @@ class RequestLine(LenientModel):
     tool_calls: int | None = None  # shaped answers only (tools or response_format asked)
     answer_check: Literal["json_object", "json_schema", "tool_call"] | None = None
     answer_valid: bool | None = None
+    turn: int | None = None  # agent loops only: the turn, how the session ended, time in the tool before it
+    session_end: Literal["answered", "rounds", "failed"] | None = None
+    tool_wait_ms: float | None = None
     finish_reason: str | None = None
     error: str | None = None
     retry_after_s: float | None = None

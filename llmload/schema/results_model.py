@@ -23,6 +23,7 @@ from pydantic import Field
 # stays the one place a reader imports the results models from.
 from llmload.schema.answers_model import Answers as Answers
 from llmload.schema.answers_model import ReasoningTokens as ReasoningTokens
+from llmload.schema.answers_model import Sessions as Sessions
 from llmload.schema.results_lines import LenientModel
 from llmload.schema.results_lines import RequestLine as RequestLine
 from llmload.schema.results_lines import Status as Status

@@ -59,11 +59,16 @@ def _text_of(content: Any) -> str:
     raise BadRequest(400, "messages: content must be a string or a list of parts")
 
 
+_ITEMS = {"function_call": "assistant", "function_call_output": "tool"}
+
+
 def _messages(msgs: Any, field: str) -> tuple[list[int], bytes]:
     if not isinstance(msgs, list) or not msgs:
         raise BadRequest(400, f"{field}: a non-empty list of messages is required")
     pairs = []
     for m in msgs:
+        if isinstance(m, dict) and m.get("type") in _ITEMS:  # the Responses API's call and result items
+            m = {"role": _ITEMS[m["type"]], "content": m.get("output", m.get("arguments"))}
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise BadRequest(400, f"{field}: each message needs a string role")
         pairs.append((m["role"], _text_of(m.get("content"))))

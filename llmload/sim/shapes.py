@@ -108,9 +108,22 @@ def _format_ask(fmt: Any) -> Ask | None:
     return Ask("json", schema)
 
 
+def _after_result(body: dict[str, Any], responses: bool) -> bool:
+    """The conversation ends with a tool's result: a model on tool_choice auto answers it in text."""
+    msgs = body.get("input" if responses else "messages")
+    last = msgs[-1] if isinstance(msgs, list) and msgs else None
+    return isinstance(last, dict) and (
+        last.get("role") == "tool" or last.get("type") == "function_call_output"
+    )
+
+
 def ask_of(body: dict[str, Any], responses: bool) -> Ask | None:
-    """What ``body`` asks of its answer (None: free text); ValueError: the ask is malformed (HTTP 400)."""
-    tool = _tool_ask(body.get("tools"), body.get("tool_choice", "auto"))
+    """What ``body`` asks of its answer (None: free text); ValueError: the ask is malformed (HTTP 400).
+    With tool_choice auto a model calls a tool unless it was just given a tool's result."""
+    choice = body.get("tool_choice", "auto")
+    if choice == "auto" and _after_result(body, responses):
+        choice = "none"
+    tool = _tool_ask(body.get("tools"), choice)
     if tool is not None:
         return tool
     if responses:

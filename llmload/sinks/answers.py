@@ -26,3 +26,37 @@ def answer_rows(targets: dict[str, TargetBlock]) -> list[list[str]]:
         invalid = t.requests.by_class.get("invalid_output", 0)
         rows.append([name, f"{a.checked:,}", f"{a.valid:,}", f"{invalid:,}", share, f"{a.tool_calls:,}"])
     return rows
+
+
+SESSION_HEADERS = [
+    "target",
+    "sessions",
+    "turns",
+    "turns/session",
+    "answered",
+    "out of rounds",
+    "failed",
+    "tool wait (s)",
+]
+SESSION_NOTE = (
+    "Agent loops (workload agent): each session starts with the workload's prompt; every tool call is "
+    "answered with the canned result after the tool's latency and the model goes on, up to `rounds` turns. "
+    "Each turn is a request of its own in every figure above; the time in the tool is in none of them. "
+    "Answered: the last turn answered without a call; out of rounds: it still called a tool."
+)
+
+
+def session_rows(targets: dict[str, TargetBlock]) -> list[list[str]]:
+    """The rows, or [] when no target ran an agent loop."""
+    rows = []
+    for name, t in targets.items():
+        s = t.requests.answers.sessions if t.requests.answers is not None else None
+        if s is None:
+            continue
+        per = f"{s.turns / s.sessions:.2f}" if s.sessions else "-"
+        counts = (s.sessions, s.turns)
+        ends = (s.answered, s.rounds, s.failed)
+        rows.append(
+            [name, *(f"{n:,}" for n in counts), per, *(f"{n:,}" for n in ends), f"{s.tool_wait_s:,.1f}"]
+        )
+    return rows

@@ -12,7 +12,7 @@ from llmload.config.scenario import Client
 from llmload.config.simulated import banner, simulated_in
 from llmload.measure.client_health import LATE_READ_MS
 from llmload.schema.results_model import InfluxCounts, RunBlock, Summary
-from llmload.sinks.answers import ANSWER_HEADERS, answer_rows
+from llmload.sinks.answers import ANSWER_HEADERS, SESSION_HEADERS, answer_rows, session_rows
 
 
 def _f(v: Any, nd: int = 1) -> str:
@@ -143,6 +143,9 @@ def render_table(summary: Summary) -> str:
     answers = answer_rows(summary.targets)
     if answers:  # only a run whose answers were checked (JSON, tool calls)
         lines += ["", *_table([(h, None) for h in ANSWER_HEADERS], marked(answers))]
+    sessions = session_rows(summary.targets)
+    if sessions:  # agent loops
+        lines += ["", *_table([(h, None) for h in SESSION_HEADERS], marked(sessions))]
     simulated = banner(sims, summary.targets)
     if simulated:  # a demo's figures must not read as real engines (config/simulated.py)
         lines.append(f"{SIMULATED_MARK} {simulated}")
