@@ -32,11 +32,18 @@ def _lines(out: Path) -> list[RequestLine]:
     return [RequestLine.model_validate_json(x) for x in (out / "requests.jsonl").read_text().splitlines()]
 
 
+def _shipped(
+    factory: pytest.TempPathFactory, name: str, **load: object
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A shipped scenario, its load shortened."""
+    sc = yaml.safe_load((ROOT / "scenarios" / f"{name}.yaml").read_text())
+    sc["load"].update(load)
+    return _run(factory.mktemp(name), sc)
+
+
 @pytest.fixture(scope="module")
 def tools_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    sc = yaml.safe_load((ROOT / "scenarios" / "tools.yaml").read_text())
-    sc["load"].update(users=4, duration="4s", warmup="1s")
-    return _run(tmp_path_factory.mktemp("tools"), sc)
+    return _shipped(tmp_path_factory, "tools", users=4, duration="4s", warmup="1s")
 
 
 def test_tool_calls_through_chat_and_responses_are_valid_and_counted(tools_run) -> None:
@@ -151,9 +158,7 @@ def test_the_web_uis_status_line_shows_the_summarys_answers_and_goodput(tools_ru
 
 @pytest.fixture(scope="module")
 def agent_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    sc = yaml.safe_load((ROOT / "scenarios" / "agent.yaml").read_text())
-    sc["load"].update(users=4, duration="5s", warmup="0s")
-    return _run(tmp_path_factory.mktemp("agent"), sc)
+    return _shipped(tmp_path_factory, "agent", users=4, duration="5s", warmup="0s")
 
 
 def test_an_agent_loop_answers_each_call_and_counts_its_sessions(agent_run) -> None:
