@@ -99,7 +99,14 @@ def test_compare_two_targets_of_a_real_run(real_run: tuple[Path, int]) -> None:
     d, _ = real_run
     a, b = list(json.loads((d / "summary.json").read_text())["targets"])[:2]
     cmp = compare_targets(d, a, b, resamples=300)
-    assert len(cmp.diffs) == 7
+    # three latencies at p50 and p99, output tok/s, and goodput (the run sets per-request SLOs)
+    assert [x.metric for x in cmp.diffs][-2:] == ["output_tok_s", "goodput"] and len(cmp.diffs) == 8
+    summary = json.loads((d / "summary.json").read_text())
+    goodput = next(x for x in cmp.diffs if x.metric == "goodput")
+    assert (goodput.baseline, goodput.candidate) == (
+        pytest.approx(summary["targets"][a]["goodput_req_s"]),
+        pytest.approx(summary["targets"][b]["goodput_req_s"]),
+    )  # the point figures are summary.json's, as in the report and the terminal
     for diff in cmp.diffs:
         assert diff.verdict != NA and diff.n_baseline > 0 and diff.n_candidate > 0, diff
         assert diff.ci_low is not None and diff.ci_high is not None and diff.ci_low <= diff.ci_high

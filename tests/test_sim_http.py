@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import statistics
+import struct
 import time
 from typing import Any
 
@@ -162,24 +163,39 @@ def test_error_after_200_with_fault_injection() -> None:
         assert aborted["fault"] == 2
 
 
+SO_TIMESTAMPNS = 35  # Linux (llmload/client/stamped_socket.py): the kernel's receive time of each read
+
+
 def read_timed_stream(port: int, body: dict[str, Any]) -> list[float]:
-    """Raw socket: the arrival time of every content chunk (each recv stamps the lines it holds)."""
+    """Raw socket: the arrival time of every content chunk, from the kernel's receive stamp of the
+    read that held it (the test process being descheduled does not move it), seconds after the send."""
     payload = json.dumps(body).encode()
     req = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
            b"content-length: %d\r\n\r\n%b") % (len(payload), payload)  # fmt: skip
     times: list[float] = []
     with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         s.settimeout(10)
-        t0 = time.perf_counter()
+        t0 = time.time()
         s.sendall(req)
         buf = b""
         while b"data: [DONE]" not in buf:
-            data = s.recv(65536)
+            data, anc, _flags, _addr = s.recvmsg(65536, socket.CMSG_SPACE(16))
             assert data, "connection closed before [DONE]"
-            now = time.perf_counter() - t0
+            stamp = next((struct.unpack("@qq", d[:16]) for _lv, ty, d in anc if ty == SO_TIMESTAMPNS), None)
+            now = (stamp[0] + stamp[1] / 1e9 if stamp else time.time()) - t0
             times += [now] * data.count(b'"delta":{"content":"')
             buf = buf[-16:] + data
     return times
+
+
+def late_steps(base: str, over_s: float) -> tuple[int, int]:
+    """The simulator's own count of steps emitted more than ``over_s`` behind the model clock, and of
+    all steps (``llmload_sim_step_lag_seconds``): the host's lateness, as the simulator saw it."""
+    fam = metric_families(base)["llmload_sim_step_lag_seconds"]
+    buckets = {s.labels["le"]: s.value for s in fam.samples if s.name.endswith("_bucket")}
+    total = buckets["+Inf"]
+    return int(total - buckets[str(over_s)]), int(total)
 
 
 @pytest.mark.integration
@@ -188,11 +204,13 @@ def test_real_time_single_stream_matches_model() -> None:
 
     Load can only make a token late, never early: the step clock starts when the simulator has
     parsed the request, after this client's t0. So "never early" holds on every try, whatever the
-    host is doing. "Not late" is judged on the median token, which an absolute schedule keeps on
-    time after a freeze (the late tokens bunch up, the rest run on time) while a drifting or slow
-    model moves it (1 ms of drift per step puts the median 15 ms late). A host busy for the whole
-    of a 0.65 s stream can still move it, so up to three streams are read and one must be on time
-    (CI, 2026-12-05: the old check on the last token read 75 ms late under the other shard's engines)."""
+    host is doing. "Not late" is judged on the median token (within 5 ms), which an absolute
+    schedule keeps on time after a freeze while a drifting or slow model moves it (a model 3% slow
+    puts it 10 ms late, checked by mutating the expected step). Arrival times are the kernel's receive stamps, so this test being
+    descheduled does not make a token late; the simulator being descheduled does, and it counts
+    that itself (its step lag histogram): a stream late by the host's doing, as the simulator
+    measured it, is explained, not a failure. Up to six streams are read; one must be on time, or
+    each late one explained (CI, 2026-12-06: the medians read 13-31 ms late with both cores busy)."""
     step = {
         "base_ms": 20.0,
         "per_decode_seq_ms": 0.0,
@@ -204,27 +222,32 @@ def test_real_time_single_stream_matches_model() -> None:
     prompt = 1 + 4 + words + 3  # begin-of-text, message header, one token per short word, assistant header
     ttft_model = (step["base_ms"] + step["per_prefill_token_ms"] * prompt) / 1000
     itl_model = step["base_ms"] / 1000
-    tries: list[tuple[float, float]] = []
+    tries: list[tuple[float, float, int, int]] = []
     with SimProcess(args) as sim:
-        for word in (
-            "word",
-            "tree",
-            "lamp",
-        ):  # a new prompt each try: a cached prefix would shorten the prefill
+        for word in ("word", "tree", "lamp", "rock", "bird", "fern"):  # new prompts: no cached prefix
             body = {"messages": [{"role": "user", "content": f"{word} " * words}], "max_tokens": 30,
                     "ignore_eos": True, "stream": True}  # fmt: skip
+            late_before, steps_before = late_steps(sim.base_url, 0.01)
             times = read_timed_stream(sim.port, body)
-            assert len(times) == 30
+            late_after, steps_after = late_steps(sim.base_url, 0.01)
+            assert len(times) == 30 and steps_after - steps_before >= 30
             late = [t - (ttft_model + k * itl_model) for k, t in enumerate(times)]
             assert min(late) >= -0.002, (
                 f"a token came before the model's time: {min(late) * 1000:.1f} ms early"
             )
             itl = [b - a for a, b in zip(times, times[1:], strict=False)]
-            tries.append((statistics.median(late), statistics.median(itl)))
-            if tries[-1][0] <= 0.010 and abs(tries[-1][1] - itl_model) <= 0.004:
+            host_late = late_after - late_before
+            tries.append(
+                (statistics.median(late), statistics.median(itl), host_late, steps_after - steps_before)
+            )
+            if tries[-1][0] <= 0.005 and abs(tries[-1][1] - itl_model) <= 0.004:
                 return
-    shown = ", ".join(f"median {m * 1000:.1f} ms late, ITL {i * 1000:.1f} ms" for m, i in tries)
-    pytest.fail(f"no stream on the model's schedule in 3 tries: {shown}")
+    unexplained = [t for t in tries if t[2] * 2 < t[3]]  # late though most steps ran on the model's time
+    shown = ", ".join(
+        f"median {m * 1000:.1f} ms late, ITL {i * 1000:.1f} ms, host late {n}/{k} steps"
+        for m, i, n, k in tries
+    )
+    assert not unexplained, f"no stream on the model's schedule in {len(tries)} tries: {shown}"
 
 
 def metric_families(base: str, path: str = "/metrics") -> dict[str, Any]:
