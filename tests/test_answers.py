@@ -121,6 +121,7 @@ def test_chat_tool_call_deltas_are_answer_tokens_and_their_arguments_are_judged(
         2,
         3,
     )
+    assert rec.empty_chunks == 0  # a call's argument delta is a token with text, not an empty one
     bad = [role, _tool_chunk(True, '{"city"'), _tool_chunk(False, ': "Oslo"}', "tool_calls"), _usage(2)]
     rec = _feed("chat", bad, TOOL_SHAPE)
     assert (
@@ -190,6 +191,7 @@ def test_responses_function_calls_incomplete_and_failed_streams() -> None:
     ]
     rec = _feed("responses", call, TOOL_SHAPE)
     assert (rec.status, rec.tool_calls, rec.finish_reason, rec.ttfo_s) == ("ok", 1, "tool_calls", 2.0)
+    assert (rec.chunks, rec.empty_chunks) == (2, 0)
     cut = [*call[:2], _completed(1, 0, status="incomplete")]
     rec = _feed("responses", cut, TOOL_SHAPE)
     assert (rec.status, rec.finish_reason) == ("invalid_output", "length") and "cut at max_tokens" in str(

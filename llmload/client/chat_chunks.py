@@ -60,13 +60,15 @@ def choice_text(choice: dict[str, Any]) -> tuple[str | None, bool]:
     return None, False
 
 
-def add_tool_deltas(choice: dict[str, Any], calls: dict[int, ToolCall]) -> None:
+def add_tool_deltas(choice: dict[str, Any], calls: dict[int, ToolCall]) -> str:
     """Fold a chunk's ``delta.tool_calls`` into ``calls`` by index: the first delta of a call names
-    its function, later ones append to its arguments (OpenAI's and vLLM's streaming form)."""
+    its function, later ones append to its arguments (OpenAI's and vLLM's streaming form). Returns
+    the argument text this chunk brought (its token's text)."""
     delta = choice.get("delta")
     deltas = delta.get("tool_calls") if isinstance(delta, dict) else None
+    brought = ""
     if not isinstance(deltas, list):
-        return
+        return brought
     for d in deltas:
         if not isinstance(d, dict):
             continue
@@ -80,3 +82,5 @@ def add_tool_deltas(choice: dict[str, Any], calls: dict[int, ToolCall]) -> None:
                 call.name = fn["name"]
             if isinstance(fn.get("arguments"), str):
                 call.arguments.append(fn["arguments"])
+                brought += fn["arguments"]
+    return brought
