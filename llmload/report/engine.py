@@ -80,6 +80,9 @@ def agreement_rows(run: RunData) -> list[list[str]]:
     rows = []
     for target, block in run.targets.items():
         agreement = block.server_agreement
+        if agreement is not None and agreement.targets and agreement.targets[0] != target:
+            continue  # a server several targets share: its rows once, under all their names
+        label = " + ".join(agreement.targets) if agreement is not None and agreement.targets else target
         for r in agreement.rows if agreement is not None else []:
             diff = r.diff_pct
             unit = "" if r.unit in ("requests", "tokens") else f" {r.unit}"
@@ -88,7 +91,7 @@ def agreement_rows(run: RunData) -> list[list[str]]:
                 verdict += " (approx)"
             rows.append(
                 [
-                    target,
+                    label,
                     r.figure,
                     fmt(r.client) + unit,
                     fmt(r.server) + unit,
@@ -105,7 +108,8 @@ def agreement_note() -> str:
         "before the load and one after the last stream ended. Counts and tokens agree when equal; "
         f"TTFT and E2E means within {MEAN_TOLERANCE_PCT:g} % or {MEAN_TOLERANCE_MS:g} ms, whichever is "
         "larger (llmload's clock also covers the HTTP round trip); "
-        f"output tok/s within {RATE_TOLERANCE_PCT:g} %."
+        f"output tok/s within {RATE_TOLERANCE_PCT:g} %. Targets that share one server (A + B) are "
+        "compared as their sum."
     )
 
 

@@ -184,14 +184,14 @@ def build_summary(
     telemetry: list[TelemetryRow] | None = None,
     open_streams: dict[tuple[str, str, str], int] | None = None,
 ) -> Summary:
-    window = agg.window(exclude_warmup=True)
-    everything = agg.window(exclude_warmup=False)
+    window, everything = agg.window(exclude_warmup=True), agg.window(exclude_warmup=False)
     targets: dict[str, TargetBlock] = {}
+    servers = _servers(scenario)
     for tg in scenario.targets:
         all_st = everything.get(tg.name) or TargetStats()
         block = run_target(tg, agg, window.get(tg.name) or TargetStats(), all_st)
         if tg.metrics_url and telemetry:
-            block.server_agreement = _agreement(tg.name, all_st, agg, telemetry)
+            block.server_agreement = _agreement(servers[tg.metrics_url], everything, agg, telemetry)
             block.engine = engine_figures(telemetry, tg.name, tg.kind)
         if telemetry:
             _scrape_costs(block, tg.name, telemetry, scenario.client.scrape_interval)
@@ -273,27 +273,48 @@ def _scrape_costs(
         block.gpu_scrape = gpu
 
 
+def _servers(scenario: Scenario) -> dict[str, list[str]]:
+    """metrics_url -> the targets it serves (several: one engine behind two targets)."""
+    out: dict[str, list[str]] = {}
+    for tg in scenario.targets:
+        if tg.metrics_url:
+            out.setdefault(tg.metrics_url, []).append(tg.name)
+    return out
+
+
 def _agreement(
-    target: str, all_st: TargetStats, agg: Aggregator, telemetry: list[TelemetryRow]
+    names: list[str], everything: dict[str, TargetStats], agg: Aggregator, telemetry: list[TelemetryRow]
 ) -> Agreement | None:
-    """The run's figures (warm-up included, as the server counts them) beside its /metrics deltas."""
-    windows = agg.target_windows(target)
-    tp = throughput_block(windows)
+    """The run's figures (warm-up included, as the server counts them) beside its /metrics deltas.
+    Targets that share one server (one metrics_url: chat beside the Responses API, two models on one
+    engine) are compared as their sum, since the server's counters hold them all; tok/s is then the
+    sum of their rates (approx unless their windows are one)."""
+    st, windows, rate, streamed = TargetStats(), [], 0.0, True
+    for name in names:
+        st.merge(everything.get(name) or TargetStats())
+        mine = agg.target_windows(name)
+        tp = throughput_block(mine)
+        windows += mine
+        rate += tp.output_tok_s
+        streamed = streamed and agg.streamed_total.get(name, 0) == tp.window_tokens
+    tp = throughput_block(windows) if len(names) == 1 else throughput_block(agg.target_windows(names[0]))
     firsts = [w.first for w in windows if w.first is not None]
     lasts = [w.last for w in windows if w.last is not None]
-    window = (min(firsts) if firsts else None, max(lasts) if lasts else None, tp.window_s)
-    return server_agreement(
-        target,
+    out = server_agreement(
+        names[0],
         telemetry,
-        sent=all_st.requests,
-        prompt_tokens=all_st.prompt_tokens,
-        output_tokens=all_st.output_tokens,
-        ttft_mean_ms=all_st.histograms["ttft"].summary_ms()["mean"],
-        e2e_mean_ms=all_st.histograms["e2e"].summary_ms()["mean"],
-        output_tok_s=tp.output_tok_s,
-        window=window,
-        streamed_all_in_window=agg.streamed_total.get(target, 0) == tp.window_tokens,
+        sent=st.requests,
+        prompt_tokens=st.prompt_tokens,
+        output_tokens=st.output_tokens,
+        ttft_mean_ms=st.histograms["ttft"].summary_ms()["mean"],
+        e2e_mean_ms=st.histograms["e2e"].summary_ms()["mean"],
+        output_tok_s=rate,
+        window=(min(firsts) if firsts else None, max(lasts) if lasts else None, tp.window_s),
+        streamed_all_in_window=streamed and len(names) == 1,
     )
+    if out is not None and len(names) > 1:
+        out.targets = list(names)
+    return out
 
 
 def _version(dist: str) -> str | None:

@@ -277,6 +277,7 @@ class Agreement(LenientModel):
     scrapes: int
     rows: list[AgreementRow]
     agrees: bool | None
+    targets: list[str] = []  # targets sharing one server (one metrics_url): its counters against their sum
 
 
 class TargetBlock(LenientModel):
