@@ -199,7 +199,8 @@ def goodput(requests: Sequence[RequestLine], slo: SloSpec, req_s: float) -> floa
     never exceeds req/s; None without such SLOs or requests."""
     if not slo.has_per_request() or not requests:
         return None
-    return req_s * sum(1 for r in requests if request_meets(r, slo)) / len(requests)
+    # rounded as req/s is (llmload/measure/throughput.py), so every request good reads req/s exactly
+    return round(req_s * sum(1 for r in requests if request_meets(r, slo)) / len(requests), 4)
 
 
 def set_goodput(summary: Summary, requests: Iterable[RequestLine]) -> None:
