@@ -269,7 +269,8 @@ def _reasoning_final(s: TargetBlock) -> dict[str, Any]:
 
 
 def _answers_final(s: TargetBlock) -> dict[str, Any]:
-    a, out = s.requests.answers, dict[str, Any]()
+    a = s.requests.answers
+    out: dict[str, Any] = {}
     if a is not None:
         out = {"answers_checked": a.checked, "answers_valid": a.valid, "tool_calls": a.tool_calls}
     if s.goodput_req_s is not None:

@@ -289,15 +289,15 @@ def _agreement(
     Targets that share one server (one metrics_url: chat beside the Responses API, two models on one
     engine) are compared as their sum, since the server's counters hold them all; tok/s is then the
     sum of their rates (approx unless their windows are one)."""
-    st, windows, rate, streamed = TargetStats(), [], 0.0, True
+    st, windows, rate, spans, streamed = TargetStats(), [], 0.0, [], True
     for name in names:
         st.merge(everything.get(name) or TargetStats())
         mine = agg.target_windows(name)
         tp = throughput_block(mine)
         windows += mine
         rate += tp.output_tok_s
+        spans.append(tp.window_s)  # the span is judged only for one target (streamed_all_in_window)
         streamed = streamed and agg.streamed_total.get(name, 0) == tp.window_tokens
-    tp = throughput_block(windows) if len(names) == 1 else throughput_block(agg.target_windows(names[0]))
     firsts = [w.first for w in windows if w.first is not None]
     lasts = [w.last for w in windows if w.last is not None]
     out = server_agreement(
@@ -309,7 +309,7 @@ def _agreement(
         ttft_mean_ms=st.histograms["ttft"].summary_ms()["mean"],
         e2e_mean_ms=st.histograms["e2e"].summary_ms()["mean"],
         output_tok_s=rate,
-        window=(min(firsts) if firsts else None, max(lasts) if lasts else None, tp.window_s),
+        window=(min(firsts) if firsts else None, max(lasts) if lasts else None, spans[0]),
         streamed_all_in_window=streamed and len(names) == 1,
     )
     if out is not None and len(names) > 1:
