@@ -55,7 +55,9 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
         wait_http(proc, base + "/")
         page.goto(base + "/")
         start_from_form(page)
-        wait_for("the test to run", lambda: ui_state(base) == "running", 20)
+        wait_for(
+            "the test to run", lambda: ui_state(base) == "running", 60
+        )  # ends when it runs: room for a busy host
         open_llm_tab(page)
         rows = wait_for(
             "a row per target with figures", lambda: llm_rows_with_figures(page, {"fast-a", "fast-b"}), 30
@@ -337,7 +339,9 @@ def test_master_llm_tab_shows_the_workers_merged_figures(page: Any, tmp_path: Pa
         )
         page.goto(base + "/")
         start_from_form(page)
-        wait_for("the test to run", lambda: ui_state(base) == "running", 20)
+        wait_for(
+            "the test to run", lambda: ui_state(base) == "running", 60
+        )  # ends when it runs: room for a busy host
         open_llm_tab(page)
         rows = wait_for(
             "merged rows with figures", lambda: llm_rows_with_figures(page, {"fast-a", "fast-b"}), 30

@@ -171,7 +171,7 @@ def test_stop_then_new_then_stop_show_the_final_figures(
         page.goto(base + "/")
         check_form(page)
         page.get_by_role("button", name="Start").click()
-        wait_for("the test to run", lambda: ui_state(base) in ("spawning", "running"), 30)
+        wait_for("the test to run", lambda: ui_state(base) in ("spawning", "running"), 60)
         page.get_by_role("tab", name="LLM").click()
         seen: list[Path] = []
         stop_and_check(page, base, out, seen, f"webui-after-stop-{mode}.png")
