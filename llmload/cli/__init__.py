@@ -1,4 +1,5 @@
-"""The `llmload` command: run, validate, ui, master, worker, sim, collect, influx, report, compare, capacity."""
+"""The `llmload` command: run, validate, ui, master, worker, sim, collect, influx, report, compare, merge,
+capacity."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ commands:
   influx replay DIR write spooled InfluxDB points
   report DIR        (re)write the HTML/Markdown/JUnit reports of a results directory
   compare A B       compare two runs (or two targets of one run) with confidence intervals
+  merge A B --out C one run from the results of its shards (one master per shard, --targets)
   capacity SCENARIO each target's capacity within the scenario's SLOs (a search of probe runs)
 
 exit codes: 0 ok, 1 SLO missed / regression, 2 bad input or target not ready, 3 run invalid
@@ -85,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
             from llmload.cli.report import compare_main
 
             return compare_main(rest)
+        if cmd == "merge":
+            from llmload.cli.report import merge_main
+
+            return merge_main(rest)
     except KeyboardInterrupt:
         return 130
     print(f"llmload: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""``llmload report`` and ``llmload compare``: entry points the top-level CLI dispatches to.
+"""``llmload report``, ``llmload compare`` and ``llmload merge``: the commands that read results
+directories, entry points the top-level CLI dispatches to.
 
 Exit codes: 0 fine, 1 SLO missed (report) or a significant regression with --fail-on-regression
 (compare), 2 bad input (one line on stderr), 3 the run itself is invalid, or an SLO rests on a
@@ -237,3 +238,39 @@ def _compare(args: argparse.Namespace) -> int:
 def compare_main(argv: list[str] | None = None) -> int:
     """``llmload compare BASELINE_DIR CANDIDATE_DIR [...]`` or ``llmload compare RESULTS_DIR --targets A B``."""
     return _run("llmload compare", _compare_parser(), argv, _compare)
+
+
+def merge_main(argv: list[str] | None = None) -> int:
+    """``llmload merge SHARD_DIR SHARD_DIR... --out DIR``: a sharded run's directories as one run
+    (llmload/results/merge.py), its reports written, its verdict printed; exits as that run would."""
+    parser = _Parser(
+        prog="llmload merge",
+        description="Combine the results directories of one plan run in shards (one master per shard, "
+        "each with --targets) into one results directory, with its reports.",
+    )
+    parser.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="the shards' results directories")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="the merged results directory (new)"
+    )
+    parser.add_argument("--no-reports", action="store_true", help="skip the HTML/Markdown/JUnit reports")
+
+    def body(args: argparse.Namespace) -> int:
+        from llmload.config.yamlsrc import InputError
+        from llmload.results.merge import merge_results
+        from llmload.sinks.terminal import render_table
+
+        try:
+            summary, code = merge_results(args.out, list(args.dirs))
+        except InputError as e:
+            raise BadResults(str(e)) from None
+        print(render_table(summary))
+        print(f"results: {args.out} (merged from {len(args.dirs)} shards)")
+        if not args.no_reports:
+            out = write_all(args.out)
+            if out.who_wins:
+                print(out.who_wins)
+            print(f"report: {out.html}")
+        print(f"verdict: {summary.run.verdict}")
+        return code
+
+    return _run("llmload merge", parser, argv, body)

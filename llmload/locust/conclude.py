@@ -23,6 +23,7 @@ from llmload.measure.concurrency import max_open_streams
 from llmload.report.levels import summary_text
 from llmload.report.results import BadResults, load_run_lines
 from llmload.results.finish import Observed, finalize, reports_failed, signalled_while_writing
+from llmload.results.merge import AGGREGATE, aggregate_data
 from llmload.results.rebuild import RUN_INFO
 from llmload.schema.results_model import RequestLine, Summary
 from llmload.sinks.results import read_telemetry
@@ -114,6 +115,10 @@ def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Su
             closed["preflight"] = st.preflight.model_dump()
         summary.run.influx = closed
     c.results.summary(summary)
+    # what the figures were built from, for `llmload merge` of a sharded run (llmload/results/merge.py)
+    c.results.write_json(
+        AGGREGATE, aggregate_data(c.agg, c.outcome, observed.cpu_samples, st.allow_worker_loss)
+    )
     c.results.flush()
     ending = [f"report: not written (--no-reports); llmload report {c.results.dir} writes it"]
     if write_reports:

@@ -224,6 +224,63 @@ class Aggregator:
             for sink in self.line_sinks:
                 sink(lines)
 
+    def saved(self) -> dict[str, Any]:
+        """Everything the run's figures are built from, as JSON data (aggregate.json): each shard of a
+        sharded run saves it, and ``restore`` adds shards together exactly as ``merge`` adds workers."""
+        return {
+            "targets": list(self.targets),
+            "levels": [
+                [ph, lv, {t: s.to_wire() for t, s in self.levels[(ph, lv)].items()}]
+                for ph, lv in self.level_order
+            ],
+            "dropped": self.dropped,
+            "delayed": self.delayed,
+            "backoffs": self.backoffs,
+            "backoff_s": self.backoff_s,
+            "streamed_total": self.streamed_total,
+            "windows": {w: [[*k, *x.to_wire()] for k, x in ws.items()] for w, ws in self.windows.items()},
+            "loop_lag": self.loop_lag.to_wire(),
+            "stamps": {t: s.to_wire() for t, s in self.stamps.items()},
+            "last_seen": self.last_seen,
+            "lost_unaccounted": self.lost_unaccounted,
+            "cpu": self.cpu,
+        }
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Add one ``saved()`` to this aggregate (a shard's figures beside the others'). Workers of two
+        shards that share a name (each shard's "local") have their windows added, as ``target_windows``
+        adds workers'."""
+        for ph, lv, d in saved["levels"]:
+            key = (ph, lv)
+            if key not in self.levels:
+                self.levels[key] = {}
+                self.level_order.append(key)
+            for t, wire in d.items():
+                self.levels[key].setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
+        for mine, theirs in (
+            (self.dropped, saved["dropped"]),
+            (self.delayed, saved["delayed"]),
+            (self.backoffs, saved["backoffs"]),
+            (self.backoff_s, saved["backoff_s"]),
+            (self.streamed_total, saved["streamed_total"]),
+        ):
+            for t, n in theirs.items():
+                mine[t] = mine.get(t, 0) + n
+        for w, rows in saved["windows"].items():
+            ws = self.windows.setdefault(w, {})
+            for wkey, x in windows_from_wire(rows).items():
+                if wkey in ws:
+                    ws[wkey].merge(x)
+                else:
+                    ws[wkey] = x
+        self.loop_lag.merge(Histogram.from_wire(saved["loop_lag"]))
+        for t, wire in saved["stamps"].items():
+            self.stamps.setdefault(t, ReadStamps()).merge_wire(wire)
+        for w, seen in saved["last_seen"].items():
+            self.last_seen[w] = max(seen, self.last_seen.get(w, seen))
+        self.lost_unaccounted += int(saved["lost_unaccounted"])
+        self.cpu.update(saved["cpu"])
+
     def forget_worker(self, worker: str) -> None:
         """A lost worker's streams are no longer in flight, nor waited for."""
         self.in_flight.pop(worker, None)

@@ -8,7 +8,8 @@ with the resolved run and the merged figures, to judge the run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from llmload.load.plan import PlanStep
 from llmload.schema.results_model import LostWorker, SelfTest, Step
@@ -34,6 +35,23 @@ class RunOutcome:
 
     def lost(self, worker: str) -> bool:
         return any(w.worker == worker for w in self.lost_workers)
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON data (aggregate.json), for ``from_json``: a shard's ending, read back by ``llmload merge``."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["lost_workers"] = [w.model_dump() for w in self.lost_workers]
+        out["steps"] = [st.model_dump() for st in self.steps]
+        out["selftest"] = self.selftest.model_dump() if self.selftest is not None else None
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RunOutcome:
+        known = {f.name for f in fields(cls)}
+        o = cls(**{k: v for k, v in d.items() if k in known})
+        o.lost_workers = [LostWorker.model_validate(w) for w in d.get("lost_workers", [])]
+        o.steps = [Step.model_validate(st) for st in d.get("steps", [])]
+        o.selftest = SelfTest.model_validate(d["selftest"]) if d.get("selftest") else None
+        return o
 
 
 def step_entered(ps: PlanStep, start: float) -> Step:

@@ -19,11 +19,19 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-# The lines (results_lines.py) and the scraped blocks (scrape_model.py) are named here too: this module
+# The lines (results_lines.py), the client's health (client_model.py) and the scraped blocks
+# (scrape_model.py) are named here too: this module
 # stays the one place a reader imports the results models from.
 from llmload.schema.answers_model import Answers as Answers
 from llmload.schema.answers_model import ReasoningTokens as ReasoningTokens
 from llmload.schema.answers_model import Sessions as Sessions
+from llmload.schema.client_model import ClientDelay as ClientDelay
+from llmload.schema.client_model import ClientHealth as ClientHealth
+from llmload.schema.client_model import CpuPercent as CpuPercent
+from llmload.schema.client_model import FigureFlag as FigureFlag
+from llmload.schema.client_model import LoopLag as LoopLag
+from llmload.schema.client_model import ReadTimestamps as ReadTimestamps
+from llmload.schema.client_model import SelfTest as SelfTest
 from llmload.schema.results_lines import LenientModel
 from llmload.schema.results_lines import RequestLine as RequestLine
 from llmload.schema.results_lines import Status as Status
@@ -42,76 +50,6 @@ class LostWorker(LenientModel):
     last_report: float
     reason: str
     unaccounted: dict[str, int]
-
-
-class LoopLag(LenientModel):
-    count: int | None
-    p50: float | None
-    p99: float | None
-    max: float | None
-
-
-class CpuPercent(LenientModel):
-    mean: float | None
-    max: float | None
-
-
-class ClientDelay(LenientModel):
-    count: int | None
-    p50: float | None
-    p99: float | None
-    max: float | None
-
-
-class ReadTimestamps(LenientModel):
-    """One target's body reads: how they were stamped (llmload/measure/stamps.py)."""
-
-    source: Literal["kernel", "user", "mixed"]
-    kernel_reads: int
-    user_reads: int
-    coalesced_reads: int
-    first_tokens: int = 0
-    user_first_tokens: int = 0  # first tokens whose read had no kernel stamp (user-space stamp)
-    coalesced_first_tokens: int = 0  # first tokens whose read brought later tokens too (one stamp)
-    client_delay_ms: ClientDelay
-
-
-class FigureFlag(LenientModel):
-    """A figure the stamps cannot fully correct (llmload/measure/client_health.py)."""
-
-    target: str
-    metric: Literal["ttft", "itl"]
-    why: str
-
-
-class SelfTest(LenientModel):
-    """The capacity self-test before the run (llmload/client/selftest.py): this machine's cost per chunk
-    through llmload's own stream client, against the scenario's expected chunk rate per process."""
-
-    mode: Literal["auto", "on"]
-    chunks: int  # token-bearing chunks the self-test read
-    cpu_s: float  # the client thread's CPU time spent reading them
-    chunk_cost_us: float
-    capacity_chunks_per_s: float  # one core at 100%: 1 / chunk cost
-    expected_chunks_per_s: float  # the scenario's peak, every target together
-    processes: int  # load processes sharing it (local: 1; --workers N: N)
-    expected_per_process: float
-    load_percent: float  # expected_per_process / capacity_chunks_per_s, in %
-    limit_percent: float
-    warning: str | None = None
-
-
-class ClientHealth(LenientModel):
-    """The load generator's own health (llmload/measure/client_health.py): timings are only as good as it is."""
-
-    loop_lag_ms: LoopLag
-    cpu_percent: CpuPercent
-    timestamps: dict[str, ReadTimestamps] = {}
-    unreliable: bool
-    unreliable_reasons: list[str] = []
-    notes: list[str] = []
-    flags: list[FigureFlag] = []
-    selftest: SelfTest | None = None  # set when the self-test ran (client.selftest)
 
 
 class TelemetryInfo(LenientModel):
@@ -166,6 +104,16 @@ class InfluxCounts(LenientModel):
         return text
 
 
+class Shard(LenientModel):
+    """One results directory a merged run was built from (``llmload merge``, llmload/results/merge.py)."""
+
+    results_dir: str
+    run_id: str
+    targets: list[str]
+    workers: list[str]
+    exit_code: int | None
+
+
 class RunBlock(LenientModel):
     """summary.json's ``run``: what ran, how it ended, and why (docs/results.md)."""
 
@@ -199,6 +147,7 @@ class RunBlock(LenientModel):
     steps: list[Step] = []
     verdict: str | None = None
     exit_code: int | None = None
+    shards: list[Shard] = []  # a merged run (llmload merge): the shards' directories, in the order given
 
 
 class Latency(LenientModel):

@@ -1,0 +1,81 @@
+"""summary.json's ``run.client``: the load generator's own health, as typed models (docs/results.md).
+
+Built by llmload/measure/client_health.py; read through llmload/schema/results_model.py, which names
+them too.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from llmload.schema.results_lines import LenientModel
+
+
+class LoopLag(LenientModel):
+    count: int | None
+    p50: float | None
+    p99: float | None
+    max: float | None
+
+
+class CpuPercent(LenientModel):
+    mean: float | None
+    max: float | None
+
+
+class ClientDelay(LenientModel):
+    count: int | None
+    p50: float | None
+    p99: float | None
+    max: float | None
+
+
+class ReadTimestamps(LenientModel):
+    """One target's body reads: how they were stamped (llmload/measure/stamps.py)."""
+
+    source: Literal["kernel", "user", "mixed"]
+    kernel_reads: int
+    user_reads: int
+    coalesced_reads: int
+    first_tokens: int = 0
+    user_first_tokens: int = 0  # first tokens whose read had no kernel stamp (user-space stamp)
+    coalesced_first_tokens: int = 0  # first tokens whose read brought later tokens too (one stamp)
+    client_delay_ms: ClientDelay
+
+
+class FigureFlag(LenientModel):
+    """A figure the stamps cannot fully correct (llmload/measure/client_health.py)."""
+
+    target: str
+    metric: Literal["ttft", "itl"]
+    why: str
+
+
+class SelfTest(LenientModel):
+    """The capacity self-test before the run (llmload/client/selftest.py): this machine's cost per chunk
+    through llmload's own stream client, against the scenario's expected chunk rate per process."""
+
+    mode: Literal["auto", "on"]
+    chunks: int  # token-bearing chunks the self-test read
+    cpu_s: float  # the client thread's CPU time spent reading them
+    chunk_cost_us: float
+    capacity_chunks_per_s: float  # one core at 100%: 1 / chunk cost
+    expected_chunks_per_s: float  # the scenario's peak, every target together
+    processes: int  # load processes sharing it (local: 1; --workers N: N)
+    expected_per_process: float
+    load_percent: float  # expected_per_process / capacity_chunks_per_s, in %
+    limit_percent: float
+    warning: str | None = None
+
+
+class ClientHealth(LenientModel):
+    """The load generator's own health (llmload/measure/client_health.py): timings are only as good as it is."""
+
+    loop_lag_ms: LoopLag
+    cpu_percent: CpuPercent
+    timestamps: dict[str, ReadTimestamps] = {}
+    unreliable: bool
+    unreliable_reasons: list[str] = []
+    notes: list[str] = []
+    flags: list[FigureFlag] = []
+    selftest: SelfTest | None = None  # set when the self-test ran (client.selftest)
