@@ -34,9 +34,10 @@ The request body's ``llmload_test`` object chooses the behaviour:
   list, in arrival order; GET /llmload_test/stats?key=K says how many arrived, per spec.
 
 Requests that carry ``X-Request-Id`` (llmload sends ``<run_id>-<target>-<index>``) are logged in
-timed mode: GET /llmload_test/requests answers ``{id: {"arrived": t, "first_sent": t, "first_sent_wall": t}}``
-(the server's CLOCK_MONOTONIC when the request was read and when its first content chunk was
-written, and the wall clock at that write, the clock of requests.jsonl's ``start_time``),
+timed mode: GET /llmload_test/requests answers ``{id: {"arrived": t, "first_sent": t, "first_sent_wall": t,
+"n": N}}`` (the server's CLOCK_MONOTONIC when the first request with that id was read and when its
+first content chunk was written, the wall clock at that write, the clock of requests.jsonl's
+``start_time``, and how many requests carried the id),
 so a benchmark joins each line of requests.jsonl to what the server did for it.
 
 Any other path answers /health and /v1/models so readiness checks pass.
@@ -254,7 +255,9 @@ class Conn(asyncio.Protocol):
             self.start_stream()
             self.write(role)
         rid = self.req_headers.get("x-request-id")
-        log = REQUESTS.setdefault(rid, {"arrived": t0}) if rid else None
+        log = REQUESTS.setdefault(rid, {"arrived": t0, "n": 0}) if rid else None
+        if log is not None:
+            log["n"] += 1  # requests that carried this id (a client that sends one twice shows here)
 
         def send(i: int) -> None:
             ev = {

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from llmload.base.cores import usable_cores
@@ -106,6 +107,47 @@ def test_workers_auto_starts_one_worker_per_core_less_one(tmp_path: Path) -> Non
         assert len(summary["run"]["workers"]) == cores - 1
     else:
         assert summary["run"]["mode"] == "local"
+
+
+@pytest.mark.timeout(150)
+def test_an_open_loop_plan_is_sent_once_across_the_workers(tmp_path: Path, sse_server: str) -> None:
+    """The server sees each request of the plan once, and each is a line. The master itself once sent
+    the whole open-loop plan again: every request twice at the server, the master's copies nowhere."""
+    spec = {"llmload_test": {"mode": "timed", "n": 3, "first_ms": 5, "interval_ms": 5}}
+    scn = tmp_path / "open.yaml"
+    scn.write_text(
+        "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
+        f"targets: [{{name: t, kind: openai, base_url: '{sse_server}', model: test-model, extra_body: {json.dumps(spec)}}}]\n"
+        "workload: {input_tokens: 8, output_tokens: 3}\n"
+        "load: {warmup: 0s, phases: [{executor: constant-arrival-rate, rate: 20, time_unit: 1s, duration: 2s, max_vus: 20}]}\n"
+    )
+    out = tmp_path / "r"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmload",
+            "run",
+            str(scn),
+            "--workers",
+            "2",
+            "--results",
+            str(out),
+            "--no-reports",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    run_id = json.loads((out / "summary.json").read_text())["run"]["run_id"]
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert len({x["worker"] for x in lines}) == 2 and len(lines) == 40
+    served = httpx.get(f"{sse_server}/llmload_test/requests", timeout=10).json()
+    mine = {k: v["n"] for k, v in served.items() if k.startswith(f"{run_id}-")}
+    assert sorted(mine) == sorted(f"{run_id}-t-{x['index']}" for x in lines)
+    assert set(mine.values()) == {1}, sorted(mine.values())[-3:]
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
