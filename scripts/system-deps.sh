@@ -3,7 +3,7 @@
 # InfluxDB 1.x and VictoriaMetrics (telemetry tests), Chromium + driver (browser tests),
 # docker-compose 1.x and shellcheck (offline compose and entry-script validation), iproute2 (network
 # namespaces: a worker host whose link a test cuts), openssl (a self-signed certificate for a TLS
-# target). Safe to run repeatedly.
+# target), faketime (a worker whose wall clock is off: tests/test_clocks.py). Safe to run repeatedly.
 set -euo pipefail
 need=()
 command -v influxd >/dev/null 2>&1 || need+=(influxdb)
@@ -14,6 +14,7 @@ command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -1,5 +1,6 @@
 """`llmload merge`: a plan run in shards (one master each, --targets) combined into one results directory
-whose figures are the ones one master would have built from the same requests (llmload/results/merge.py).
+whose figures are the ones one master would have built from the same requests (llmload/results/merge.py),
+as docs/distributed.md "Past one master" shows it: shards run with --targets and one salt, then merged.
 
 Exactness is checked two ways, on real runs against two simulators:
 - one run, cut into two shard directories by target (summary, aggregate and line files split here),

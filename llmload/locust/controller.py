@@ -112,9 +112,7 @@ class LLMRun:
             else:
                 counter.close(t, t0)
         self._step_counts = dict.fromkeys(self.targets, 0)
-        # k < 0: a worker with no share of the plan (joined late). A master sends nothing: its workers
-        # send the whole plan between them (it did send an open-loop plan again, every request twice
-        # at the server, none of its own recorded: tests/test_clocks.py counts each id's arrivals).
+        # k < 0: a worker with no share of the plan (joined late); a master sends nothing (its workers do)
         if ps.step.open_loop and self.k >= 0 and self.role != "master":
             for t in ps.targets:
                 self._drivers.spawn(self._drive_open_loop, ps, t, t0)

@@ -23,6 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from llmload.config.resolved import scenario_from_payload, scenario_payload
 from llmload.hosts.targets import rehome
+from llmload.locust import clocks
 from llmload.locust.conductor import MSG_SCENARIO, MSG_STEP, Conductor
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import MSG_LEAVING, MSG_LEFT
@@ -33,6 +34,7 @@ from llmload.locust.readiness import MSG_REACH, check_from_worker
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import make_sink
 from llmload.locust.users import make_user_class
+from llmload.measure.clock_offset import shifted
 
 log = logging.getLogger("llmload")
 MSG_WANT = "llmload_want_scenario"  # worker -> master, once its handlers are registered
@@ -51,6 +53,7 @@ def register(environment: Any, runner: Any, st: ProcessState) -> None:
         runner.register_message(MSG_STEP, _on_step_message)
         runner.register_message(MSG_DRAIN, _on_drain_message)
         runner.register_message(MSG_ABORT, _on_abort_message)
+        clocks.register_worker(runner)
         runner.send_message(MSG_WANT, {})  # a scenario sent before now was dropped: ask again
     elif isinstance(runner, MasterRunner):
         runner.register_message(MSG_LEAVING, _on_worker_leaving)
@@ -58,6 +61,7 @@ def register(environment: Any, runner: Any, st: ProcessState) -> None:
         runner.register_message(MSG_REACH, _on_worker_reach)
         runner.register_message(MSG_WANT, _on_worker_wants)
         runner.register_message(MSG_SENT, _on_worker_sent)
+        clocks.register_master(runner)
 
 
 def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
@@ -97,10 +101,11 @@ def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
     env.user_classes = [make_user_class(t, run) for t in sc.targets]
     env.stop_timeout = sc.load.stop_grace
     run.start_lag_monitor()
+    gevent.spawn(clocks.probe, runner, st, run)  # before the readiness check: known when the first step comes
     gevent.spawn(check_from_worker, env, sc, sims)
     d = st.pending_step
     if d is not None and d.get("run_id") == data.get("run_id"):  # a step of this run that came first
-        run.apply_step(d["number"], d["t0"], d["run_t0"])
+        _apply_step(st, d)
     st.pending_step = None
 
 
@@ -129,7 +134,14 @@ def _on_step_message(environment: Any, msg: Any, **_: Any) -> None:
     d = msg.data
     st.pending_step = d
     if st.run is not None:
-        st.run.apply_step(d["number"], d["t0"], d["run_t0"])
+        _apply_step(st, d)
+
+
+def _apply_step(st: ProcessState, d: dict[str, Any]) -> None:
+    """Worker: the master's step, its times on this host's clock (llmload/measure/clock_offset.py)."""
+    assert st.run is not None
+    off = st.clock.use()
+    st.run.apply_step(d["number"], d["t0"] - off, d["run_t0"] - off)
 
 
 def send_scenario(c: Conductor, runner: Any) -> None:
@@ -191,7 +203,11 @@ def _worker_ready_at_once(environment: Any, **_: Any) -> None:
 def _on_report_to_master(st: ProcessState, data: dict[str, Any]) -> None:
     if st.run is not None:
         st.run.set_users()
-        data["llmload"] = st.run.collector.drain()
+        delta = st.run.collector.drain()
+        if delta["lines"] or delta["windows"]:  # its wall times, on the master's clock
+            delta = shifted(delta, st.clock.use())
+        delta["clock"] = st.clock.to_wire()
+        data["llmload"] = delta
 
 
 def _on_worker_report(st: ProcessState, client_id: str, data: dict[str, Any]) -> None:

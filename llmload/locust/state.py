@@ -11,8 +11,10 @@ environment, so each finds the state there; the two events that carry no environ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from llmload.measure.clock_offset import ClockOffset
 
 if TYPE_CHECKING:
     from llmload.hosts.targets import Prepared
@@ -35,6 +37,9 @@ class ProcessState:
     preflight: Preflight | None = None  # what the InfluxDB check found at start (summary run.influx)
     pending_step: dict[str, Any] | None = None  # a worker: a step message that came before the scenario
     master_watch: MasterWatch | None = None  # a worker: its watch over the master (orphan.py)
+    clock: ClockOffset = field(
+        default_factory=ClockOffset
+    )  # a worker: its clock against the master's (clocks.py)
     exit_code: int | None = None
     summary: Summary | None = None
     signals: RunSignals | None = None

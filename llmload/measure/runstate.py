@@ -175,6 +175,9 @@ class Aggregator:
         self.completed_by_worker: dict[str, dict[str, int]] = {}
         self.lost_unaccounted = 0  # requests lost workers sent but never reported
         self.cpu: dict[str, float] = {}
+        self.clocks: dict[
+            str, dict[str, Any]
+        ] = {}  # worker -> its clock against the master's (clock_offset.py)
         self.live = LiveWindow()  # the live rate and percentiles (progress line, LLM tab, timeseries)
 
     def merge(self, delta: dict[str, Any]) -> None:
@@ -215,6 +218,8 @@ class Aggregator:
             self.stamps.setdefault(t, ReadStamps()).merge_wire(wire)
         if delta.get("cpu") is not None:
             self.cpu[w] = float(delta["cpu"])
+        if delta.get("clock"):
+            self.clocks[w] = delta["clock"]
         lines = delta["lines"]
         if lines:
             self.lines_total += len(lines)
@@ -244,12 +249,11 @@ class Aggregator:
             "last_seen": self.last_seen,
             "lost_unaccounted": self.lost_unaccounted,
             "cpu": self.cpu,
+            "clocks": self.clocks,
         }
 
     def restore(self, saved: dict[str, Any]) -> None:
-        """Add one ``saved()`` to this aggregate (a shard's figures beside the others'). Workers of two
-        shards that share a name (each shard's "local") have their windows added, as ``target_windows``
-        adds workers'."""
+        """Add a shard's ``saved()``; workers of two shards that share a name ("local") add windows."""
         for ph, lv, d in saved["levels"]:
             key = (ph, lv)
             if key not in self.levels:
@@ -280,6 +284,7 @@ class Aggregator:
             self.last_seen[w] = max(seen, self.last_seen.get(w, seen))
         self.lost_unaccounted += int(saved["lost_unaccounted"])
         self.cpu.update(saved["cpu"])
+        self.clocks.update(saved.get("clocks", {}))
 
     def forget_worker(self, worker: str) -> None:
         """A lost worker's streams are no longer in flight, nor waited for."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from llmload.base.exitcodes import EXIT_INVALID, EXIT_OK, EXIT_REPORTS, EXIT_SLO, exit_code_for_signal
 from llmload.config.resolved import ResolvedRun
 from llmload.measure.client_health import client_health
+from llmload.measure.clock_offset import disagreement
 from llmload.measure.runstate import Aggregator
 from llmload.report.judge import judge
 from llmload.report.slo import set_goodput
@@ -32,6 +33,7 @@ from llmload.schema.results_model import (
     Summary,
     TelemetryInfo,
     TelemetryRow,
+    WorkerClock,
 )
 
 
@@ -81,6 +83,7 @@ def finalize(
         open_streams=observed.open_streams,
     )
     set_goodput(summary, observed.requests)  # per-request SLOs: each request's own figures
+    _clocks(summary, agg)
     judged = judge(summary)
     if code == EXIT_OK and judged.missed:  # an interrupted or invalid run keeps its own code
         code = EXIT_SLO
@@ -89,6 +92,16 @@ def finalize(
     summary.run.verdict = verdict(summary, judged, code)
     summary.run.exit_code = code
     return summary, code
+
+
+def _clocks(summary: Summary, agg: Aggregator) -> None:
+    """Distributed: each worker's clock against the master's, and a note when they may disagree."""
+    if not agg.clocks:
+        return
+    summary.run.clocks = {w: WorkerClock.model_validate(c) for w, c in sorted(agg.clocks.items())}
+    note = disagreement(agg.clocks)
+    if note is not None:
+        summary.run.client.notes.append(note)
 
 
 def _judge(

@@ -79,3 +79,13 @@ class ClientHealth(LenientModel):
     notes: list[str] = []
     flags: list[FigureFlag] = []
     selftest: SelfTest | None = None  # set when the self-test ran (client.selftest)
+
+
+class WorkerClock(LenientModel):
+    """A worker's wall clock against the master's (llmload/measure/clock_offset.py), as last measured."""
+
+    offset_ms: float  # master minus worker: added to the worker's times, taken from the master's
+    uncertainty_ms: float  # half the least round trip: the corrected clock is within this of the master's
+    used_uncertainty_ms: float = 0.0  # the largest uncertainty of the estimate when a time was moved with it
+    unmeasured_uses: int = 0  # times moved before the first round trip came back (on the worker's own clock)
+    samples: int  # round trips taken

@@ -32,6 +32,7 @@ from llmload.schema.client_model import FigureFlag as FigureFlag
 from llmload.schema.client_model import LoopLag as LoopLag
 from llmload.schema.client_model import ReadTimestamps as ReadTimestamps
 from llmload.schema.client_model import SelfTest as SelfTest
+from llmload.schema.client_model import WorkerClock as WorkerClock
 from llmload.schema.results_lines import LenientModel
 from llmload.schema.results_lines import RequestLine as RequestLine
 from llmload.schema.results_lines import Status as Status
@@ -147,6 +148,7 @@ class RunBlock(LenientModel):
     steps: list[Step] = []
     verdict: str | None = None
     exit_code: int | None = None
+    clocks: dict[str, WorkerClock] = {}  # distributed: each worker's clock against the master's
     shards: list[Shard] = []  # a merged run (llmload merge): the shards' directories, in the order given
 
 
