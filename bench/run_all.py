@@ -17,6 +17,7 @@ BENCHES = [
     "bench_capacity_sweep.py",  # moved from the tests: a capacity search against a dense sweep
     "bench_influx.py",
     "bench_distributed.py",
+    "bench_master_merge.py",  # what one worker report costs a master (issue 28: the fleet's floor)
     "bench_report.py",
     "bench_gate.py",  # the regression gate: A/A false alarms and a 10% slowdown caught, on the simulator
     "bench_engine_vllm.py",

@@ -135,7 +135,9 @@ def check_charts(page: Any) -> None:
 
 
 def press_new_and_start(page: Any, base: str) -> None:
-    page.get_by_role("button", name="New").click()
+    # Locust's page polls its state: on a busy host (make test, two shards on 2 cores) the New button
+    # came after Playwright's default 20 s; the wait ends as soon as it is there
+    page.get_by_role("button", name="New").click(timeout=60_000)
     check_form(page)
     page.get_by_role("button", name="Start").click()
     wait_for("the second test to run", lambda: ui_state(base) in ("spawning", "running"), 30)
