@@ -37,9 +37,8 @@ class ProcessState:
     preflight: Preflight | None = None  # what the InfluxDB check found at start (summary run.influx)
     pending_step: dict[str, Any] | None = None  # a worker: a step message that came before the scenario
     master_watch: MasterWatch | None = None  # a worker: its watch over the master (orphan.py)
-    clock: ClockOffset = field(
-        default_factory=ClockOffset
-    )  # a worker: its clock against the master's (clocks.py)
+    # a worker: its clock against the master's (clocks.py)
+    clock: ClockOffset = field(default_factory=ClockOffset)
     exit_code: int | None = None
     summary: Summary | None = None
     signals: RunSignals | None = None

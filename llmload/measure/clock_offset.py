@@ -38,10 +38,6 @@ class ClockOffset:
         self.taken += 1
 
     @property
-    def known(self) -> bool:
-        return bool(self.samples)
-
-    @property
     def offset_s(self) -> float:
         """Master minus worker, seconds (0 before the first round trip)."""
         return min(self.samples)[1] if self.samples else 0.0

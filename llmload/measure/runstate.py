@@ -175,9 +175,7 @@ class Aggregator:
         self.completed_by_worker: dict[str, dict[str, int]] = {}
         self.lost_unaccounted = 0  # requests lost workers sent but never reported
         self.cpu: dict[str, float] = {}
-        self.clocks: dict[
-            str, dict[str, Any]
-        ] = {}  # worker -> its clock against the master's (clock_offset.py)
+        self.clocks: dict[str, dict[str, Any]] = {}  # worker -> its clock (clock_offset.py)
         self.live = LiveWindow()  # the live rate and percentiles (progress line, LLM tab, timeseries)
 
     def merge(self, delta: dict[str, Any]) -> None:

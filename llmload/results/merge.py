@@ -138,9 +138,9 @@ def _outcome(shards: list[_Shard]) -> RunOutcome:
         run_t0=min(starts) if starts else None,
         ended_at=max(ends) if ends else None,
         stop_reason=joined([o.stop_reason for o in outs]),
-        interrupted=joined([o.interrupted for o in outs]),
+        interrupted=next((o.interrupted for o in outs if o.interrupted), None),  # a signal's name
         plan_complete=all(o.plan_complete for o in outs),
-        late_signal=joined([o.late_signal for o in outs]),
+        late_signal=next((o.late_signal for o in outs if o.late_signal), None),
         cut_why=joined([o.cut_why for o in outs]) or "",
         quit_early=any(o.quit_early for o in outs),
         results_error=joined([o.results_error for o in outs]),
@@ -167,9 +167,8 @@ def _steps(steps: list[Step]) -> list[Step]:
     return list(out.values())
 
 
-def _concat(out: Path, shards: list[_Shard]) -> dict[str, int]:
+def _concat(out: Path, shards: list[_Shard]) -> None:
     """Each line file concatenated in time order (requests.jsonl in shard order, each line whole)."""
-    counts: dict[str, int] = {}
     for name in LINE_FILES:
         lines: list[bytes] = []
         for s in shards:
@@ -179,8 +178,6 @@ def _concat(out: Path, shards: list[_Shard]) -> dict[str, int]:
         if name != "requests.jsonl":
             lines.sort(key=lambda ln: float(json.loads(ln).get("t", 0.0)))
         (out / name).write_bytes(b"".join(ln if ln.endswith(b"\n") else ln + b"\n" for ln in lines))
-        counts[name] = len(lines)
-    return counts
 
 
 def merge_results(out: Path, dirs: list[Path]) -> tuple[Summary, int]:
