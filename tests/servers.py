@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -47,6 +48,19 @@ def require_binary(name: str) -> str:
     return require(
         shutil.which(name), f"{name} is not installed (apt-get install -y --no-install-recommends {package})"
     )
+
+
+def spawn_llmload(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``python -m llmload ARGS`` from the repository's root, its output in ``log`` (``env``: the
+    whole environment, else this process's)."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "llmload", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=Path(__file__).resolve().parent.parent,
+            env=env,
+        )
 
 
 def free_port() -> int:

@@ -14,8 +14,6 @@ import json
 import os
 import random
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -24,9 +22,8 @@ import pytest
 from llmload.measure.clock_offset import BOUND_MS, ClockOffset, disagreement, shifted
 from llmload.measure.records import RequestRecord
 from llmload.measure.runstate import Collector
-from tests.conftest import ROOT
 from tests.required import require
-from tests.servers import free_port
+from tests.servers import free_port, spawn_llmload
 
 FAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))), Path("libfaketime.so.1"))
 SKEW_S = 2.5
@@ -92,16 +89,6 @@ def test_workers_that_may_disagree_are_said_to() -> None:
     assert "before its first round trip" in (disagreement(early) or "")
 
 
-def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "llmload", *args],
-        stdout=open(log, "wb"),
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-    )
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_worker_with_its_clock_ahead_sends_on_the_masters_schedule(tmp_path: Path, sse_server: str) -> None:
@@ -118,7 +105,7 @@ def test_a_worker_with_its_clock_ahead_sends_on_the_masters_schedule(tmp_path: P
         " arrival: uniform}\n"
     )
     out, port = tmp_path / "r", free_port()
-    master = _spawn(
+    master = spawn_llmload(
         [
             "run",
             str(scn),
@@ -134,8 +121,8 @@ def test_a_worker_with_its_clock_ahead_sends_on_the_masters_schedule(tmp_path: P
     )
     ahead = {"LD_PRELOAD": str(FAKETIME), "FAKETIME": f"+{SKEW_S}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     workers = [
-        _spawn(["worker", "--master-port", str(port)], tmp_path / "w0.log"),
-        _spawn(["worker", "--master-port", str(port)], tmp_path / "w1.log", ahead),
+        spawn_llmload(["worker", "--master-port", str(port)], tmp_path / "w0.log"),
+        spawn_llmload(["worker", "--master-port", str(port)], tmp_path / "w1.log", {**os.environ, **ahead}),
     ]
     try:
         code = master.wait(150)

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from llmload.base.cores import usable_cores
-from tests.conftest import two_sim_scenario
+from tests.conftest import llmload_run, two_sim_scenario
 from tests.oracles import nearest_rank
-from tests.servers import free_port
+from tests.servers import free_port, spawn_llmload
 
 pytestmark = pytest.mark.integration  # every test here starts a child process
 
@@ -122,24 +122,7 @@ def test_an_open_loop_plan_is_sent_once_across_the_workers(tmp_path: Path, sse_s
         "load: {warmup: 0s, phases: [{executor: constant-arrival-rate, rate: 20, time_unit: 1s, duration: 2s, max_vus: 20}]}\n"
     )
     out = tmp_path / "r"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "llmload",
-            "run",
-            str(scn),
-            "--workers",
-            "2",
-            "--results",
-            str(out),
-            "--no-reports",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    r, _ = llmload_run(scn, out, "--workers", "2", timeout=120)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     run_id = json.loads((out / "summary.json").read_text())["run"]["run_id"]
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
@@ -151,13 +134,7 @@ def test_an_open_loop_plan_is_sent_once_across_the_workers(tmp_path: Path, sse_s
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "llmload", *args],
-        stdout=open(log, "wb"),
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env={**os.environ, "LLMLOAD_MASTER_TIMEOUT": "8"},
-    )
+    return spawn_llmload(args, log, {**os.environ, "LLMLOAD_MASTER_TIMEOUT": "8"})
 
 
 @pytest.mark.timeout(180)

@@ -22,7 +22,7 @@ import pytest
 
 from llmload.base.exitcodes import EXIT_MASTER_LOST
 from tests.conftest import ROOT, counted_scenario
-from tests.servers import free_port, stop_process
+from tests.servers import free_port, spawn_llmload, stop_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -42,13 +42,6 @@ def scenario(tmp: Path, sse: str, key: str) -> Path:
         "load: {users: 4, duration: 90s, warmup: 0s, stop_grace: 10s}\n"
     )
     return scn
-
-
-def spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "llmload", *args], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env
-        )
 
 
 def received(sse: str, key: str) -> int:
@@ -105,7 +98,7 @@ def test_workers_of_a_killed_run_stop_within_5_s_and_spool_their_records(
 ) -> None:
     key = uuid.uuid4().hex[:8]
     out, log = tmp_path / "r", tmp_path / "run.log"
-    run = spawn(
+    run = spawn_llmload(
         ["run", str(scenario(tmp_path, sse_server, key)), "--workers", "2", "--results", str(out)], log
     )
     try:
@@ -125,8 +118,10 @@ def test_manual_workers_of_a_killed_master_exit_5(sse_server: str, tmp_path: Pat
     key = uuid.uuid4().hex[:8]
     out, log, port = tmp_path / "r", tmp_path / "master.log", free_port()
     args = ["master", str(scenario(tmp_path, sse_server, key)), "--headless", "--expect-workers", "2"]
-    master = spawn([*args, "--master-bind-port", str(port), "--results", str(out)], log)
-    workers = [spawn(["worker", "--master-port", str(port)], tmp_path / f"w{i}.log") for i in range(2)]
+    master = spawn_llmload([*args, "--master-bind-port", str(port), "--results", str(out)], log)
+    workers = [
+        spawn_llmload(["worker", "--master-port", str(port)], tmp_path / f"w{i}.log") for i in range(2)
+    ]
     try:
         wait_for_lines(out, master, log)
         at5, at8 = kill_and_watch(master, sse_server, key)
@@ -148,8 +143,10 @@ def test_a_killed_worker_is_charged_with_every_request_it_sent_and_never_reporte
     scn = scenario(tmp_path, sse_server, key)
     scn.write_text(scn.read_text().replace("duration: 90s", "duration: 20s"))
     args = ["run", str(scn), "--expect-workers", "2", "--master-bind-port", str(port), "--no-reports"]
-    master = spawn([*args, "--results", str(out)], log)
-    workers = [spawn(["worker", "--master-port", str(port)], tmp_path / f"w{i}.log") for i in range(2)]
+    master = spawn_llmload([*args, "--results", str(out)], log)
+    workers = [
+        spawn_llmload(["worker", "--master-port", str(port)], tmp_path / f"w{i}.log") for i in range(2)
+    ]
     try:
         wait_for_lines(out, master, log)
         time.sleep(1.5)  # between two of its reports (every 3 s): requests sent since the last one
@@ -177,9 +174,9 @@ def test_a_frozen_worker_does_not_take_its_live_master_for_gone(sse_server: str,
     scn = counted_scenario(tmp_path / "s.yaml", sse_server, key, spec, "{users: 2, duration: 2s, warmup: 0s}")
     args = ["run", str(scn), "--expect-workers", "2", "--master-bind-port", str(port), "--no-reports"]
     env = {**os.environ, "LLMLOAD_MASTER_TIMEOUT": "3"}
-    master = spawn([*args, "--results", str(out)], log, env)
+    master = spawn_llmload([*args, "--results", str(out)], log, env)
     logs = [tmp_path / f"w{i}.log" for i in range(2)]
-    first = spawn(["worker", "--master-port", str(port)], logs[0], env)
+    first = spawn_llmload(["worker", "--master-port", str(port)], logs[0], env)
     procs = [master, first]
     try:
         wait_for_text(logs[0], "waiting for the master to start a test", first)
@@ -187,7 +184,7 @@ def test_a_frozen_worker_does_not_take_its_live_master_for_gone(sse_server: str,
         time.sleep(3 * float(env["LLMLOAD_MASTER_TIMEOUT"]) / 2)
         os.kill(first.pid, signal.SIGCONT)
         wait_for_text(logs[0], "this process was frozen", first)
-        procs.append(spawn(["worker", "--master-port", str(port)], logs[1], env))
+        procs.append(spawn_llmload(["worker", "--master-port", str(port)], logs[1], env))
         code = master.wait(120)
         codes = [p.wait(30) for p in procs[1:]]
     finally:

@@ -181,13 +181,7 @@ class Aggregator:
     def merge(self, delta: dict[str, Any]) -> None:
         w = delta["worker"]
         now = self.last_seen[w] = self.clock()
-        for ph, lv, d in delta["levels"]:
-            key = (ph, lv)
-            if key not in self.levels:
-                self.levels[key] = {}
-                self.level_order.append(key)
-            for t, wire in d.items():
-                self.levels[key].setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
+        self._add_levels(delta["levels"])
         interval = {t: TargetStats.from_wire(wire) for t, wire in delta["interval"].items()}
         for t, st in interval.items():
             self.interval.setdefault(t, TargetStats()).merge(st)
@@ -227,6 +221,16 @@ class Aggregator:
             for sink in self.line_sinks:
                 sink(lines)
 
+    def _add_levels(self, levels: list[Any]) -> None:
+        """[phase, level, {target: stats wire}] rows added to each level's figures (in first-seen order)."""
+        for ph, lv, d in levels:
+            key = (ph, lv)
+            if key not in self.levels:
+                self.levels[key] = {}
+                self.level_order.append(key)
+            for t, wire in d.items():
+                self.levels[key].setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
+
     def saved(self) -> dict[str, Any]:
         """Everything the run's figures are built from, as JSON data (aggregate.json): each shard of a
         sharded run saves it, and ``restore`` adds shards together exactly as ``merge`` adds workers."""
@@ -252,13 +256,7 @@ class Aggregator:
 
     def restore(self, saved: dict[str, Any]) -> None:
         """Add a shard's ``saved()``; workers of two shards that share a name ("local") add windows."""
-        for ph, lv, d in saved["levels"]:
-            key = (ph, lv)
-            if key not in self.levels:
-                self.levels[key] = {}
-                self.level_order.append(key)
-            for t, wire in d.items():
-                self.levels[key].setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
+        self._add_levels(saved["levels"])
         for mine, theirs in (
             (self.dropped, saved["dropped"]),
             (self.delayed, saved["delayed"]),
