@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from llmload.base.exitcodes import EXIT_MASTER_LOST
 from llmload.locust.controller import LLMRun
@@ -111,9 +113,6 @@ class MasterWatch:
     def _monitor_connection(self) -> None:
         """Follow the worker's connection to the master (ZeroMQ socket events), while it lasts."""
         try:
-            import zmq
-            from zmq.utils.monitor import recv_monitor_message
-
             mon = self.env.runner.client.socket.get_monitor_socket(
                 zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
             )
