@@ -199,6 +199,21 @@ def sim_pair(child_processes: None, tmp_path_factory: pytest.TempPathFactory) ->
 TOLERANT_CLIENT = "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}"
 
 
+def open_loop_scenario(path: Path, base_url: str, rate: float, seconds: float, client: str = "") -> Path:
+    """An open-loop plan against tests/sse_server.py: ``rate`` requests a second for ``seconds``,
+    evenly spaced (request j at (j + 0.5) / rate from the step's start), each answered with 3 timed
+    chunks and logged by its X-Request-Id (GET /llmload_test/requests). ``client``: more client settings."""
+    spec = {"llmload_test": {"mode": "timed", "n": 3, "first_ms": 5, "interval_ms": 5}}
+    path.write_text(
+        f"client: {{loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100{', ' + client if client else ''}}}\n"
+        f"targets: [{{name: t, kind: openai, base_url: '{base_url}', model: test-model, extra_body: {json.dumps(spec)}}}]\n"
+        "workload: {input_tokens: 8, output_tokens: 3}\n"
+        f"load: {{warmup: 0s, phases: [{{executor: constant-arrival-rate, rate: {rate:g}, time_unit: 1s,"
+        f" duration: {seconds:g}s, max_vus: 20, arrival: uniform}}]}}\n"
+    )
+    return path
+
+
 def counted_scenario(
     path: Path, base_url: str, key: str, spec: dict[str, Any], load: str, name: str = "t"
 ) -> Path:

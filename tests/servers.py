@@ -63,6 +63,29 @@ def spawn_llmload(args: list[str], log: Path, env: dict[str, str] | None = None)
         )
 
 
+@contextmanager
+def distributed_run(
+    scenario: Path, out: Path, logs: Path, workers: list[dict[str, str]], env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], list[subprocess.Popen[bytes]]]]:
+    """A headless ``llmload run`` master on a free port waiting for ``len(workers)`` workers, and those
+    ``llmload worker`` processes, each in this environment plus ``env`` plus its own dict; logs in
+    ``logs`` (master.log, w0.log, ...). Whatever still runs at the end is killed."""
+    port, env = free_port(), {**os.environ, **(env or {})}
+    args = ["run", str(scenario), "--expect-workers", str(len(workers)), "--master-bind-port", str(port)]
+    master = spawn_llmload([*args, "--results", str(out), "--no-reports"], logs / "master.log", env)
+    procs = [master]
+    try:
+        for i, own in enumerate(workers):
+            worker = ["worker", "--master-port", str(port)]
+            procs.append(spawn_llmload(worker, logs / f"w{i}.log", {**env, **own}))
+        yield master, procs[1:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def free_port() -> int:
     """A loopback port that was free a moment ago, outside the range the kernel hands to outgoing
     connections (llmload/base/ports.py): the caller binds it, maybe seconds later."""

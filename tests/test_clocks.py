@@ -11,7 +11,6 @@ uncertainty).
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 from pathlib import Path
@@ -22,8 +21,9 @@ import pytest
 from llmload.measure.clock_offset import BOUND_MS, ClockOffset, disagreement, shifted
 from llmload.measure.records import RequestRecord
 from llmload.measure.runstate import Collector
+from tests.conftest import open_loop_scenario
 from tests.required import require
-from tests.servers import free_port, spawn_llmload
+from tests.servers import distributed_run
 
 FAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))), Path("libfaketime.so.1"))
 SKEW_S = 2.5
@@ -93,44 +93,12 @@ def test_workers_that_may_disagree_are_said_to() -> None:
 @pytest.mark.timeout(180)
 def test_a_worker_with_its_clock_ahead_sends_on_the_masters_schedule(tmp_path: Path, sse_server: str) -> None:
     require(FAKETIME.exists(), "libfaketime is missing (apt-get install faketime)")
-    spec = {"llmload_test": {"mode": "timed", "n": 3, "first_ms": 5, "interval_ms": 5}}
-    scn = tmp_path / "clocks.yaml"
-    scn.write_text(
-        # user-space stamps: libfaketime moves time.time() in the worker, not the kernel's stamps
-        "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100, timestamps: user}\n"
-        f"targets: [{{name: t, kind: openai, base_url: '{sse_server}', model: test-model, extra_body: {json.dumps(spec)}}}]\n"
-        "workload: {input_tokens: 8, output_tokens: 3}\n"
-        "load:\n  warmup: 0s\n  phases:\n"
-        f"    - {{executor: constant-arrival-rate, rate: {RATE:g}, time_unit: 1s, duration: 3s, max_vus: 20,"
-        " arrival: uniform}\n"
-    )
-    out, port = tmp_path / "r", free_port()
-    master = spawn_llmload(
-        [
-            "run",
-            str(scn),
-            "--expect-workers",
-            "2",
-            "--master-bind-port",
-            str(port),
-            "--results",
-            str(out),
-            "--no-reports",
-        ],
-        tmp_path / "master.log",
-    )
+    # user-space stamps: libfaketime moves time.time() in the worker, not the kernel's stamps
+    scn = open_loop_scenario(tmp_path / "clocks.yaml", sse_server, RATE, 3, client="timestamps: user")
+    out = tmp_path / "r"
     ahead = {"LD_PRELOAD": str(FAKETIME), "FAKETIME": f"+{SKEW_S}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-    workers = [
-        spawn_llmload(["worker", "--master-port", str(port)], tmp_path / "w0.log"),
-        spawn_llmload(["worker", "--master-port", str(port)], tmp_path / "w1.log", {**os.environ, **ahead}),
-    ]
-    try:
+    with distributed_run(scn, out, tmp_path, [{}, ahead]) as (master, _):
         code = master.wait(150)
-    finally:
-        for p in [master, *workers]:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     log = (tmp_path / "master.log").read_text()
     assert code == 0, log[-3000:] + (tmp_path / "w1.log").read_text()[-2000:]
     run = json.loads((out / "summary.json").read_text())["run"]

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from llmload.base.cores import usable_cores
-from tests.conftest import llmload_run, two_sim_scenario
+from tests.conftest import llmload_run, open_loop_scenario, two_sim_scenario
 from tests.oracles import nearest_rank
-from tests.servers import free_port, spawn_llmload
+from tests.servers import distributed_run, free_port, spawn_llmload
 
 pytestmark = pytest.mark.integration  # every test here starts a child process
 
@@ -113,14 +113,7 @@ def test_workers_auto_starts_one_worker_per_core_less_one(tmp_path: Path) -> Non
 def test_an_open_loop_plan_is_sent_once_across_the_workers(tmp_path: Path, sse_server: str) -> None:
     """The server sees each request of the plan once, and each is a line. The master itself once sent
     the whole open-loop plan again: every request twice at the server, the master's copies nowhere."""
-    spec = {"llmload_test": {"mode": "timed", "n": 3, "first_ms": 5, "interval_ms": 5}}
-    scn = tmp_path / "open.yaml"
-    scn.write_text(
-        "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
-        f"targets: [{{name: t, kind: openai, base_url: '{sse_server}', model: test-model, extra_body: {json.dumps(spec)}}}]\n"
-        "workload: {input_tokens: 8, output_tokens: 3}\n"
-        "load: {warmup: 0s, phases: [{executor: constant-arrival-rate, rate: 20, time_unit: 1s, duration: 2s, max_vus: 20}]}\n"
-    )
+    scn = open_loop_scenario(tmp_path / "open.yaml", sse_server, 20, 2)
     out = tmp_path / "r"
     r, _ = llmload_run(scn, out, "--workers", "2", timeout=120)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
@@ -142,23 +135,7 @@ def test_killed_worker_marks_the_run_degraded_and_exits_3(tmp_path: Path) -> Non
     scn = tmp_path / "dist.yaml"
     scn.write_text(scenario("14s"))
     out = tmp_path / "r"
-    port = free_port()
-    master = _spawn(
-        [
-            "run",
-            str(scn),
-            "--expect-workers",
-            "2",
-            "--master-bind-port",
-            str(port),
-            "--results",
-            str(out),
-            "--no-reports",
-        ],
-        tmp_path / "master.log",
-    )
-    workers = [_spawn(["worker", "--master-port", str(port)], tmp_path / f"w{i}.log") for i in range(2)]
-    try:
+    with distributed_run(scn, out, tmp_path, [{}, {}], {"LLMLOAD_MASTER_TIMEOUT": "8"}) as (master, workers):
         deadline = time.monotonic() + 60
         while not (out / "requests.jsonl").exists() or not (out / "requests.jsonl").read_text().strip():
             assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-3000:]
@@ -168,11 +145,6 @@ def test_killed_worker_marks_the_run_degraded_and_exits_3(tmp_path: Path) -> Non
         os.kill(workers[0].pid, signal.SIGKILL)
         t_kill = time.time()
         code = master.wait(120)
-    finally:
-        for p in [master, *workers]:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     log = (tmp_path / "master.log").read_text()
     assert code == 3, log[-3000:]
     summary = json.loads((out / "summary.json").read_text())
