@@ -5,11 +5,13 @@ request waits in the socket is part of the server's figures, as it is of the cli
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 import time
 
 import pytest
 
+from llmload.sim.arrival import SO_TIMESTAMPNS
 from llmload.sim.profiles import load_profile
 from llmload.sim.server import SimServer
 
@@ -21,16 +23,39 @@ REQUEST = (
 )
 
 
+def _wait_for_kernel_stamps() -> None:
+    """Linux turns stamping on for the whole host a moment after the first socket asks (a deferred
+    work item): wait until a loopback segment that arrives before its reader asks carries one."""
+    deadline = time.monotonic() + 10
+    while True:
+        with socket.create_server(("127.0.0.1", 0)) as ls:
+            ls.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            with socket.create_connection(ls.getsockname()) as c:
+                c.sendall(b"x")
+                s, _ = ls.accept()
+                with s:
+                    _, ancillary, _, _ = s.recvmsg(1, socket.CMSG_SPACE(16))
+        if ancillary:
+            return
+        assert time.monotonic() < deadline, "the kernel gave no receive stamps within 10 s"
+        time.sleep(0.01)
+
+
 async def _one_request_while_the_server_stalls() -> tuple[SimServer, float, float]:
     """Send a request, then block the event loop (the server's too) for STALL_S before it can read
     it. Returns the server and the client's TTFT and E2E (send to first token, send to the end)."""
     server = SimServer(load_profile("test-fast-a"))
     port = await server.start()
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        # Connected and sent without yielding to the loop: the request is in the kernel before the
+        # server has even accepted the connection (its receive stamps must already be on)
+        _wait_for_kernel_stamps()  # the server's listener asked at start
+        sock = socket.create_connection(("127.0.0.1", port))
         sent = time.monotonic()
-        writer.write(REQUEST)
+        sock.sendall(REQUEST)
         time.sleep(STALL_S)  # the whole process is busy: the request waits in the server's socket
+        sock.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=sock)
         first = None
         while True:
             line = await reader.readline()

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from llmload.sim import wire
+from llmload.sim.arrival import stamp_listener
 from llmload.sim.engine import EngineCore, Sequence, StepResult
 from llmload.sim.http import HttpProtocol, HttpRequest
 from llmload.sim.profiles import SimProfile
@@ -86,6 +87,8 @@ class SimServer:
         self.gpu = GpuEmulator(self.profile, self.core, loop.time())
         self._server = await loop.create_server(self._protocol, host, port, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
+        for sock in self._server.sockets:
+            stamp_listener(sock)
         self._tasks = [loop.create_task(self._drive()), loop.create_task(self._sample_gpu())]
         return self.port
 
