@@ -353,6 +353,9 @@ def browser_ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture
 def page(browser_ctx: Any) -> Iterator[Any]:
     pg = browser_ctx.new_page()
+    # Locust's page polls its state every few seconds: on a busy host (two shards on 2 cores) its New
+    # button came after Playwright's default 20 s (CI, 2026-12-06); each wait still ends at its event
+    pg.set_default_timeout(60_000)
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.page_errors = errors
