@@ -24,7 +24,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 # SO_TIMESTAMPNS is 35 in Linux's asm-generic socket.h (x86-64, arm64); Python's socket module does
 # not name it. Its control message carries a struct timespec of the wall clock.
@@ -35,20 +35,21 @@ _MAX_DELAY_S = 60.0  # a stamp further back than this is not trusted (the wall c
 READ_SIZE = 256 * 1024
 
 
-def stamp_listener(sock: socket.socket) -> None:
-    """Turn on receive stamps for every connection ``sock`` (listening) accepts, from their first byte.
+def stamp_listeners(socks: Iterable[socket.socket]) -> None:
+    """Turn on receive stamps for every connection the listening ``socks`` accept, from their first byte.
 
     A connection accepted later inherits the option, and the kernel stamps a segment only if some
     socket asked for stamps when it arrived: set on the accepted connection alone, a request that
     arrived before the busy simulator called accept() had no stamp and counted from its parse (seen
     in CI, 2026-12-06: a request that waited 0.3 s read as a 3.7 ms TTFT). Nothing where the kernel
     gives no stamps."""
-    if sys.platform != "linux" or sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        pass
+    for sock in socks:
+        if sys.platform != "linux" or sock.family not in (socket.AF_INET, socket.AF_INET6):
+            continue
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass
 
 
 class StampedReader:

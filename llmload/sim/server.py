@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from llmload.sim import wire
-from llmload.sim.arrival import stamp_listener
+from llmload.sim.arrival import stamp_listeners
 from llmload.sim.engine import EngineCore, Sequence, StepResult
 from llmload.sim.http import HttpProtocol, HttpRequest
 from llmload.sim.profiles import SimProfile
@@ -87,8 +87,7 @@ class SimServer:
         self.gpu = GpuEmulator(self.profile, self.core, loop.time())
         self._server = await loop.create_server(self._protocol, host, port, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
-        for sock in self._server.sockets:
-            stamp_listener(sock)
+        stamp_listeners(self._server.sockets)
         self._tasks = [loop.create_task(self._drive()), loop.create_task(self._sample_gpu())]
         return self.port
 
@@ -106,11 +105,9 @@ class SimServer:
                 proto.transport.abort()
         for t in self._tasks:
             t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
+        for r in await asyncio.gather(*self._tasks, return_exceptions=True):
+            if isinstance(r, Exception):  # a failed driver, not the cancel (a BaseException)
+                raise r
 
     # -- the driver -----------------------------------------------------------------------------
     async def _drive(self) -> None:
