@@ -34,7 +34,6 @@ class Collector:
         self.worker = worker
         self._lock = threading.Lock()  # records may come from the InfluxDB sink's thread too
         self._levels: dict[tuple[str, str], dict[str, TargetStats]] = {}
-        self._interval: dict[str, TargetStats] = {t: TargetStats() for t in targets}
         self._lines: list[dict[str, Any]] = []
         self.in_flight: dict[str, int] = dict.fromkeys(targets, 0)
         self.users: dict[str, int] = dict.fromkeys(targets, 0)
@@ -78,7 +77,6 @@ class Collector:
             if st is None:
                 st = lvl[t] = TargetStats()
             st.add(rec)
-            self._interval[t].add(rec)
             self.stamps[t].coalesced_reads += rec.coalesced_reads
             self.stamps[t].coalesced_first_tokens += rec.first_coalesced
             self._lines.append(rec.to_json())
@@ -113,7 +111,6 @@ class Collector:
         """Take everything measured since the last drain (and reset it)."""
         with self._lock:
             levels, self._levels = self._levels, {}
-            interval, self._interval = self._interval, {t: TargetStats() for t in self.targets}
             lines, self._lines = self._lines, []
             lag, self.loop_lag = self.loop_lag, Histogram()
             first_tokens, self._first_tokens = self._first_tokens, {}
@@ -128,7 +125,6 @@ class Collector:
         return {
             "worker": self.worker,
             "levels": [[ph, lv, {t: s.to_wire() for t, s in d.items()}] for (ph, lv), d in levels.items()],
-            "interval": {t: s.to_wire() for t, s in interval.items() if s.requests},
             "lines": lines,
             "in_flight": dict(self.in_flight),
             "users": dict(self.users),
@@ -181,8 +177,7 @@ class Aggregator:
     def merge(self, delta: dict[str, Any]) -> None:
         w = delta["worker"]
         now = self.last_seen[w] = self.clock()
-        self._add_levels(delta["levels"])
-        interval = {t: TargetStats.from_wire(wire) for t, wire in delta["interval"].items()}
+        interval = self._add_levels(delta["levels"])
         for t, st in interval.items():
             self.interval.setdefault(t, TargetStats()).merge(st)
         first = {t: Histogram.from_wire(x) for t, x in delta.get("first_tokens", {}).items()}
@@ -221,15 +216,23 @@ class Aggregator:
             for sink in self.line_sinks:
                 sink(lines)
 
-    def _add_levels(self, levels: list[Any]) -> None:
-        """[phase, level, {target: stats wire}] rows added to each level's figures (in first-seen order)."""
+    def _add_levels(self, levels: list[Any]) -> dict[str, TargetStats]:
+        """[phase, level, {target: stats wire}] rows added to each level's figures (in first-seen order).
+        Returns what they added per target: the interval's figures, sent once (bench/bench_fleet.py:
+        sent again beside the levels, decoding histograms was most of a master's cost per report)."""
+        added: dict[str, TargetStats] = {}
         for ph, lv, d in levels:
-            key = (ph, lv)
-            if key not in self.levels:
-                self.levels[key] = {}
-                self.level_order.append(key)
+            if (ph, lv) not in self.levels:
+                self.levels[(ph, lv)] = {}
+                self.level_order.append((ph, lv))
             for t, wire in d.items():
-                self.levels[key].setdefault(t, TargetStats()).merge(TargetStats.from_wire(wire))
+                st = TargetStats.from_wire(wire)
+                self.levels[(ph, lv)].setdefault(t, TargetStats()).merge(st)
+                if t in added:  # two levels' rows: a step changed within the interval
+                    added[t].merge(st)
+                else:
+                    added[t] = st
+        return added
 
     def saved(self) -> dict[str, Any]:
         """Everything the run's figures are built from, as JSON data (aggregate.json): each shard of a
