@@ -316,6 +316,9 @@ class Conductor:
         # once summary.json is being written, its figures are final
         if delta and not self.frozen and self.fleet.reported(client_id):
             self.agg.merge(delta)
+            # Locust's message loop does not yield while messages wait: a master that fell behind ran no
+            # tick, so its plan never ended (bench/bench_fleet.py, 300 workers, 2026-12-06)
+            gevent.sleep(0)
 
     def worker_left(self, wid: str, reason: str) -> None:
         """A worker left after its final report (llmload/locust/fleet.py says when that is a loss)."""
