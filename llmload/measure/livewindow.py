@@ -30,6 +30,7 @@ No Locust import.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from llmload.measure.histogram import Histogram
 from llmload.measure.metrics import TargetStats
 
 WINDOW_S = 10.0  # the sliding window of the live rate and the live percentiles
+BUCKET_S = 1.0  # the live percentiles' samples, merged per this long as they come (_Samples)
 
 
 @dataclass
@@ -76,28 +78,34 @@ class _Counts:
 
 
 class _Samples:
-    """One latency metric of one target: each report's samples, merged over the window that ends
-    at the latest report that brought some (so the figure holds rather than blanks)."""
+    """One latency metric of one target: each report's samples, merged by the second it came in,
+    over the window that ends at the latest report that brought some (so the figure holds rather
+    than blanks). By the second, not by report: merging every report in the window again at each
+    tick cost a master of 300 workers a fifth of its CPU (bench/bench_fleet.py, 2026-12-06); the
+    window now moves in whole seconds (``BUCKET_S``)."""
 
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
-        self.reports: deque[tuple[float, Histogram]] = deque()
+        self.buckets: deque[tuple[float, Histogram]] = deque()  # (its second, its reports merged)
         self.taken = 0  # reports taken so far: the merged histogram is rebuilt once per new one
         self._merged: tuple[int, Histogram] | None = None
 
     def add(self, at: float, h: Histogram) -> None:
         if h.count == 0:
             return
-        self.reports.append((at, h))
+        second = math.floor(at / BUCKET_S) * BUCKET_S
+        if not self.buckets or self.buckets[-1][0] != second:
+            self.buckets.append((second, Histogram()))
+        self.buckets[-1][1].merge(h)
         self.taken += 1
-        while self.reports[0][0] < at - 3 * self.window_s:
-            self.reports.popleft()
+        while self.buckets[0][0] < second - 3 * self.window_s:
+            self.buckets.popleft()
 
     def percentiles_ms(self) -> dict[str, float | None]:
         if self._merged is None or self._merged[0] != self.taken:
-            merged, last = Histogram(), self.reports[-1][0] if self.reports else 0.0
-            for at, h in self.reports:
-                if at >= last - self.window_s:
+            merged, last = Histogram(), self.buckets[-1][0] if self.buckets else 0.0
+            for second, h in self.buckets:
+                if second > last - self.window_s:
                     merged.merge(h)
             self._merged = (self.taken, merged)
         return self._merged[1].percentiles_ms([50.0, 99.0])
