@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from llmload.locust.drain import MSG_ABORT, MSG_DRAIN, Drain, stop_condition
+from llmload.locust.drain import LATE_S, MSG_ABORT, MSG_DRAIN, Drain, stop_condition
 from llmload.locust.fleet import FROZEN_S, WORKER_LOST_AFTER_S, Fleet
 from llmload.measure.records import RequestRecord
 from llmload.measure.runstate import Aggregator, Collector
@@ -138,6 +138,16 @@ def test_a_master_drains_then_cuts_its_workers_streams_when_stop_grace_runs_out(
     col.sent["a"] = 3  # the worker's count of what it sent, as its final report says it
     agg.merge(col.drain())  # its two open streams, ended by the cut
     assert drain.drained() and drain.over(drain.deadline + 2)
+
+
+def test_requests_whose_records_never_came_are_named_when_the_drain_gives_up() -> None:
+    drain, agg, outcome, _ = _drain([])
+    _report(agg, "w1", sent=3, done=3)
+    agg.sent["w1"] = {"a": 5}  # two more announced (MSG_SENT) whose records never arrived
+    drain.start("plan complete")
+    assert not drain.over(drain.deadline + 1) and outcome.unreported == {}
+    assert drain.over(drain.deadline + LATE_S + 1)  # the run ends, saying what it never got
+    assert outcome.unreported == {"a": 2}
 
 
 def test_a_local_run_stops_at_once_on_the_web_uis_stop() -> None:

@@ -46,6 +46,7 @@ def _run(
     coalesced: dict[str, int] | None = None,
     late_first: dict[str, int] | None = None,
     targets: list[str] = TARGETS,
+    unreported: dict[str, int] | None = None,
 ) -> Summary:
     """A finished run judged by finalize: REQUESTS ok requests per target, every read kernel-stamped
     and read on time, ``coalesced[t]`` of target t's 400 reads bringing several chunks; with
@@ -89,6 +90,7 @@ def _run(
     agg.merge(col.drain())
     outcome = RunOutcome(started_at=now, run_t0=now, ended_at=now + REQUESTS * 0.1 + 1, plan_complete=True)
     outcome.stop_reason = "plan complete"
+    outcome.unreported = unreported or {}
     run = ResolvedRun(scenario=sc, run_id="flags-1", results_dir=Path("unused"), mode="local")
     observed = Observed(cpu_samples=[20.0], telemetry=[], open_streams=None)
     summary, code = finalize(run, outcome, agg, observed, allow_worker_loss=False)
@@ -165,6 +167,12 @@ def test_no_flag_no_slo_one_target() -> None:
     assert _run().run.verdict == "ok (exit 0): no SLO set"
     one = _run(targets=["a"], coalesced={"a": 40})  # one target: no decision summary, no SLO
     assert one.run.verdict == "ok (exit 0): no SLO set" and one.run.client.flags
+
+
+def test_requests_never_reported_make_the_run_degraded_and_are_counted() -> None:
+    summary = _run(unreported={"b": 7})
+    assert summary.run.status == "degraded" and summary.run.exit_code == 3, summary.run.verdict
+    assert any("7 request(s) sent and never reported" in r and "'b': 7" in r for r in summary.run.reasons)
 
 
 def test_a_sweeps_capacity_rests_on_what_its_slos_rest_on() -> None:

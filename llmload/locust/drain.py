@@ -70,7 +70,11 @@ class Drain:
 
     def over(self, now: float) -> bool:
         """True once every stream has ended; cuts what is open when stop_grace runs out."""
-        if self.drained() or now > self.deadline + LATE_S:
+        if self.drained():
+            return True
+        if now > self.deadline + LATE_S:  # a master behind its workers' reports, a report lost
+            gaps = {t: self.agg.total_sent(t) - self.agg.completed_live(t) for t in self.run.targets}
+            self.outcome.unreported = {t: n for t, n in gaps.items() if n > 0}
             return True
         if now > self.deadline and not self.cut:
             self.cut_now(f"stop grace of {self.stop_grace:g} s ran out: cutting in-flight streams")

@@ -124,6 +124,14 @@ def _judge(
     if lost:
         status = "degraded" if status == "ok" else status
         code = code if allow_worker_loss else EXIT_INVALID
+    if outcome.unreported:  # their records never came: the figures leave them out
+        n = sum(outcome.unreported.values())
+        reasons.append(
+            f"{n} request(s) sent and never reported when the run ended {outcome.unreported}: "
+            "their records had not reached the master when its drain gave up (llmload/locust/drain.py)"
+        )
+        status = "degraded" if status == "ok" else status
+        code = EXIT_INVALID
     if outcome.quit_early:
         # Never ok: the plan did not run to its end and nothing the user set stopped it (Locust
         # stops a distributed test itself when its last worker goes missing: a partition).

@@ -30,6 +30,8 @@ class RunOutcome:
     not_ready: str | None = None  # distributed: why the workers could not start (nothing was sent)
     reasons: list[str] = field(default_factory=list)  # said in summary.json's run.reasons
     lost_workers: list[LostWorker] = field(default_factory=list)
+    # target -> requests the live workers sent and had not reported when the drain gave up (drain.py)
+    unreported: dict[str, int] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)  # one per plan step entered
     selftest: SelfTest | None = None  # the capacity self-test before the load (llmload/client/selftest.py)
 
