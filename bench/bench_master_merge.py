@@ -10,8 +10,8 @@ unpack, Aggregator.merge (histograms, live window, request lines handed to the r
 a fleet of N such workers. It projects master CPU at 10, 100, 300 and 1,000 workers on a 2 s
 interval as N x (decode + merge) / 2 s.
 
-What it leaves out, and why it is a floor, not the fleet figure (issue 28 asks for a synthetic
-fleet of real connections for that): ZeroMQ's receive, Locust's own stats merge and heartbeats,
+What it leaves out, and why it is a floor, not the fleet figure (bench/bench_fleet.py measures a
+real master against a synthetic fleet of real connections): ZeroMQ's receive, Locust's own stats merge and heartbeats,
 the per-interval timeseries rows and the lost-worker checks; and the writing of request lines
 (the results sink is a list here).
 

@@ -18,6 +18,7 @@ BENCHES = [
     "bench_influx.py",
     "bench_distributed.py",
     "bench_master_merge.py",  # what one worker report costs a master (issue 28: the fleet's floor)
+    "bench_fleet.py",  # one master against 10-1,000 synthetic workers (about 8 minutes)
     "bench_report.py",
     "bench_gate.py",  # the regression gate: A/A false alarms and a 10% slowdown caught, on the simulator
     "bench_engine_vllm.py",

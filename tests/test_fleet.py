@@ -148,6 +148,11 @@ def test_requests_whose_records_never_came_are_named_when_the_drain_gives_up() -
     assert not drain.over(drain.deadline + 1) and outcome.unreported == {}
     assert drain.over(drain.deadline + LATE_S + 1)  # the run ends, saying what it never got
     assert outcome.unreported == {"a": 2}
+    late = Collector(TARGETS, worker="w1")  # one came before the figures froze: the run ends counting it
+    late.record(RequestRecord(target="a", index=3, worker="w1", e2e_s=0.1, ttft_s=0.01))
+    late.sent["a"] = 5
+    agg.merge(late.drain())
+    assert drain.unreported() == {"a": 1}
 
 
 def test_a_local_run_stops_at_once_on_the_web_uis_stop() -> None:

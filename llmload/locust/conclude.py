@@ -99,6 +99,8 @@ def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Su
     c.pull()
     c.event("stop", "run finished")
     c.freeze()  # the reports are written off the event loop, while worker reports may arrive
+    if c.outcome.unreported:  # the drain gave up: what is still missing now the figures are final
+        c.outcome.unreported = c.drain.unreported()
     c.results.flush()  # every request line on disk: the open streams per level are counted from them
     c.results_failed()  # the disk filled during the run, or with these last lines
     observed = Observed(

@@ -73,8 +73,7 @@ class Drain:
         if self.drained():
             return True
         if now > self.deadline + LATE_S:  # a master behind its workers' reports, a report lost
-            gaps = {t: self.agg.total_sent(t) - self.agg.completed_live(t) for t in self.run.targets}
-            self.outcome.unreported = {t: n for t, n in gaps.items() if n > 0}
+            self.outcome.unreported = self.unreported()
             return True
         if now > self.deadline and not self.cut:
             self.cut_now(f"stop grace of {self.stop_grace:g} s ran out: cutting in-flight streams")
@@ -102,6 +101,11 @@ class Drain:
             self.send(MSG_ABORT)
         else:
             self.run.abort_inflight()
+
+    def unreported(self) -> dict[str, int]:
+        """Per target, the requests the live workers sent whose records have not come (none: absent)."""
+        gaps = {t: self.agg.total_sent(t) - self.agg.completed_live(t) for t in self.run.targets}
+        return {t: n for t, n in gaps.items() if n > 0}
 
     def drained(self) -> bool:
         """Every request sent has ended and been reported."""
