@@ -26,15 +26,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import gevent
-from locust.rpc import zmqrpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic_worker import TARGET, TOKENS, Drive, Synth, Template, connect, drive, listen  # noqa: E402
+from synthetic_worker import TARGET, TOKENS, Drive, Template, drive, start  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_SENT_S = 20_000  # announcements/s one generator process sends on this 2-core host (15,000 kept up)
@@ -75,13 +73,7 @@ def one_fleet(n: int, tpl: Template, seconds: float, tmp: Path, sim_url: str) ->
     cmd = [sys.executable, *prof, "-m", "llmload", "run", str(scn), "--results", str(out), "--quiet"]
     cmd += ["--expect-workers", str(n), "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]
     master = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    fleet: list[Synth] = []
-    for i in range(n):
-        wid = f"synth{i}_{uuid.uuid4().hex[:12]}"
-        w = Synth(i, zmqrpc.Client("127.0.0.1", port, wid), wid)
-        fleet.append(w)
-        gevent.spawn(listen, w)
-        gevent.spawn(connect, w)
+    fleet = start(n, "127.0.0.1", port)
     drv = Drive()
     me = os.getpid()
     started = time.monotonic()

@@ -8,21 +8,28 @@ worker uses (bench_master_merge.delta: 200-token requests at the load's chunk ra
 then re-stamped per report: that interval's request lines with the worker's own indexes and start
 times, its running sent count. Nothing is sent to the target.
 
-    w = Synth(i, zmqrpc.Client(host, port, wid), wid); gevent.spawn(listen, w); gevent.spawn(connect, w)
+    fleet = start(n, host, port)
     drive(fleet, Template.build(chunks_per_s), until, Drive())
+
+Alone, it is a fleet for any master (tests/test_synthetic_worker.py holds one against a real worker):
+
+    python bench/synthetic_worker.py --master-port PORT [--workers 1] [--chunks 2000]
 """
 
 from __future__ import annotations
 
-import json
+import argparse
+import socket
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gevent
 from locust import __version__ as LOCUST_VERSION
+from locust.rpc import zmqrpc
 from locust.rpc.protocol import Message
 from locust.stats import RequestStats
 
@@ -43,6 +50,8 @@ TOKENS = 200
 REPORT_S = 3.0  # Locust's WORKER_REPORT_INTERVAL
 HEARTBEAT_S = 1.0
 TICK_S = 0.01
+CPU_PERCENT = 50.0  # what each worker says of its own CPU, in heartbeats and deltas
+LONGEST_S = 600.0  # a fleet run alone ends when its master says quit, or after this
 
 
 @dataclass
@@ -56,10 +65,8 @@ class Template:
 
     @classmethod
     def build(cls, chunks_per_s: int) -> Template:
-        d = collector_delta(chunks_per_s, 1, "w", 1)
-        d = json.loads(json.dumps(d).replace('"t0"', f'"{TARGET}"'))
-        d["levels"] = [[*LEVEL, x[2]] for x in d["levels"]]
-        line = {**d["lines"][0], "phase": LEVEL[0], "level": LEVEL[1]}
+        d = collector_delta(chunks_per_s, 1, "w", 1, [TARGET], LEVEL)
+        line = d["lines"][0]
         stats = RequestStats()
         for x in d["lines"]:
             stats.log_request("POST", TARGET, x["e2e_ms"], x["output_tokens"])
@@ -131,6 +138,19 @@ def listen(w: Synth) -> None:
             w.send("client_ready", LOCUST_VERSION)
         elif kind == "quit":
             w.quit = True
+            w.send("quit", None)
+
+
+def start(n: int, host: str, port: int) -> list[Synth]:
+    """n workers, each connecting and answering its master."""
+    fleet = []
+    for i in range(n):
+        wid = f"{socket.gethostname()}_{uuid.uuid4().hex}"  # as Locust names a worker
+        w = Synth(i, zmqrpc.Client(host, port, wid), wid)
+        fleet.append(w)
+        gevent.spawn(listen, w)
+        gevent.spawn(connect, w)
+    return fleet
 
 
 def connect(w: Synth) -> None:
@@ -156,7 +176,12 @@ def report(w: Synth, tpl: Template, now: float) -> int:
     d.update(worker=w.id, lines=lines, sent={TARGET: w.sent}, in_flight={TARGET: 0}, t=now)
     d["users"] = {TARGET: sum(w.users.values())}
     d["streamed"] = {TARGET: len(lines) * TOKENS}
+    # its window so far (cumulative, as a worker's): every reported request's tokens since the step
+    d["windows"] = [
+        [TARGET, *LEVEL, w.t_start, None, w.t_start, now, w.reported * TOKENS, float(w.reported), w.reported]
+    ]
     d["clock"] = w.clock.to_wire()
+    d["cpu"] = CPU_PERCENT
     data = {**tpl.locust, "user_count": sum(w.users.values()), "user_classes_count": w.users, "llmload": d}
     w.send("stats", data)
     return len(lines)
@@ -185,7 +210,7 @@ def drive(fleet: list[Synth], tpl: Template, until: float, out: Drive) -> None:
                     "heartbeat",
                     {
                         "state": "running" if w.running else "ready",
-                        "current_cpu_usage": 50.0,
+                        "current_cpu_usage": CPU_PERCENT,
                         "current_memory_usage": 1,
                     },
                 )
@@ -204,3 +229,22 @@ def drive(fleet: list[Synth], tpl: Template, until: float, out: Drive) -> None:
                 report(w, tpl, now)
                 out.reports += 1
         gevent.sleep(max(0.0, TICK_S - (time.monotonic() - t0)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="a synthetic fleet for a master on this host")
+    ap.add_argument("--master-host", default="127.0.0.1")
+    ap.add_argument("--master-port", type=int, required=True)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--chunks", type=int, default=2000, help="chunks/s each worker reports")
+    a = ap.parse_args()
+    fleet = start(a.workers, a.master_host, a.master_port)
+    out = Drive()
+    drive(fleet, Template.build(a.chunks), time.time() + LONGEST_S, out)
+    print(
+        f"sent {out.sent} requests, {out.reports} reports; quit by the master: {all(w.quit for w in fleet)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
