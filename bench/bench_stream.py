@@ -11,7 +11,10 @@ Prints, per stamp kind and load (streams of 50 tokens/s each: 100 streams = 5,00
 chunks/s), TTFT and ITL error p50/p99/max, the chunk rate, client CPU and the
 kernel-measured client delay; then the same again while two other processes keep
 both cores busy; then a table of TTFT/ITL p99 error, kernel vs user stamps, side
-by side. Baseline in the same run: fixed 1 KB reads (Locust's ``iter_content(1024)``).
+by side. Then, at 100 streams started over 1 s and all at once, the TTFT over the server's own
+(its first write minus its read of the request, per request) with requests started at the kernel's
+send (SO_TIMESTAMPING) against the client's clock. Baseline in the same run: fixed 1 KB reads
+(Locust's ``iter_content(1024)``).
 
     python bench/bench_stream.py [--levels 100,200,300,400,500] [--seconds 6] [--no-busy]
 """
@@ -52,6 +55,7 @@ class Tap(GeventTransport):
         fixed_1k: bool = False,
         kernel: bool = True,
         stamps: ReadStamps | None = None,
+        sends: bool = True,
     ) -> None:
         super().__init__(
             base_url,
@@ -59,6 +63,7 @@ class Tap(GeventTransport):
             read_timeout_s=READ_TIMEOUT,
             kernel_stamps=kernel and not fixed_1k,
             stamps=stamps,
+            send_stamps=sends,
         )
         self.sink = sink
         self.fixed_1k = fixed_1k
@@ -100,23 +105,39 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
-def measure(url: str, streams: int, seconds: float, fixed_1k: bool = False, kernel: bool = True) -> dict:
+def measure(
+    url: str,
+    streams: int,
+    seconds: float,
+    fixed_1k: bool = False,
+    kernel: bool = True,
+    sends: bool = True,
+    together: bool = False,
+) -> dict:
+    """``sends``: requests start at the kernel's send (else the client's clock); ``together``: every
+    stream starts at once (else spread over one second)."""
     taps: list[list[tuple[float, bytes]]] = []  # one list per stream: lines never interleave
     records: list[RequestRecord] = []
+    ttfts: list[list[float]] = []  # per stream, its requests' TTFT in order
     stamps = ReadStamps()
     spec = {"mode": "timed", "n": CHUNKS, "first_ms": 20, "interval_ms": INTERVAL_MS}
     end = time.perf_counter() + seconds
 
     def user(i: int) -> None:
         mine: list[tuple[float, bytes]] = []
+        my_ttfts: list[float] = []
         taps.append(mine)
-        tr = Tap(url, mine, fixed_1k, kernel, stamps)
-        gevent.sleep(i * (1.0 / streams))  # spread starts over one second
+        ttfts.append(my_ttfts)
+        tr = Tap(url, mine, fixed_1k, kernel, stamps, sends)
+        if not together:
+            gevent.sleep(i * (1.0 / streams))  # spread starts over one second
         req = build_request(
             api="chat", model="m", prompt="hi", max_tokens=CHUNKS, extra_body={"llmload_test": spec}
         )
         while time.perf_counter() < end:
-            records.append(stream_request(tr, req, RequestRecord(target="b")))
+            rec = stream_request(tr, req, RequestRecord(target="b"))
+            records.append(rec)
+            my_ttfts.append(rec.ttft_s if rec.ttft_s is not None else float("nan"))
         tr.close()
 
     freeze_startup_objects()  # as llmload's load processes do
@@ -129,7 +150,10 @@ def measure(url: str, streams: int, seconds: float, fixed_1k: bool = False, kern
     errs: list[float] = []
     first_errs: list[float] = []
     itl_err: list[float] = []  # client gap minus server gap, consecutive chunks of one request
-    for stream in taps:
+    # the client's TTFT over the server's own (its first write minus the request's arrival), per request
+    excess: list[float] = []
+    for stream, its_ttfts in zip(taps, ttfts, strict=True):
+        firsts = 0
         partial = b""
         prev: tuple[int, float, float] | None = None  # x_i, client stamp, server stamp
         for t, data in stream:
@@ -143,6 +167,9 @@ def measure(url: str, streams: int, seconds: float, fixed_1k: bool = False, kern
                     errs.append(e)
                     if ev["x_i"] == 0:
                         first_errs.append(e)
+                        if firsts < len(its_ttfts):
+                            excess.append((its_ttfts[firsts] - (ev["x_ts"] - ev["x_t0"])) * 1000)
+                        firsts += 1
                     if prev is not None and ev["x_i"] == prev[0] + 1:
                         itl_err.append(abs((t - prev[1]) - (ev["x_ts"] - prev[2])) * 1000)
                     prev = (ev["x_i"], t, ev["x_ts"])
@@ -158,6 +185,8 @@ def measure(url: str, streams: int, seconds: float, fixed_1k: bool = False, kern
         "ttft_err_p50_ms": round(pct(first_errs, 50), 3),
         "ttft_err_p99_ms": round(pct(first_errs, 99), 3),
         "ttft_err_max_ms": round(max(first_errs, default=float("nan")), 3),
+        "ttft_excess_p50_ms": round(pct([x for x in excess if x == x], 50), 3),
+        "ttft_excess_p99_ms": round(pct([x for x in excess if x == x], 99), 3),
         "chunk_err_p50_ms": round(pct(errs, 50), 3),
         "chunk_err_p99_ms": round(pct(errs, 99), 3),
         "itl_err_p50_ms": round(pct(itl_err, 50), 3),
@@ -223,6 +252,14 @@ def main() -> int:
                 for h in hogs:
                     h.kill()
                     h.wait()
+        starts = []  # the request's start: the kernel's send against the client's clock, at 100 streams
+        for together in (False, True):
+            pair = [measure(url, 100, a.seconds, sends=sends, together=together) for sends in (True, False)]
+            for res, sends in zip(pair, (True, False), strict=True):
+                print(
+                    json.dumps({"starts": "together" if together else "spread", "send_stamps": sends, **res})
+                )
+            starts.append((together, *pair))
         base = measure(url, 100, a.seconds, fixed_1k=True)
         print("baseline (fixed 1 KB reads, like iter_content(1024)) at 100 streams:", json.dumps(base))
         print()
@@ -233,6 +270,13 @@ def main() -> int:
             f"{u100['ttft_err_p50_ms']} ms, 1 KB reads {base['ttft_err_p50_ms']} ms "
             f"(x{base['ttft_err_p50_ms'] / max(k100['ttft_err_p50_ms'], 1e-3):.0f} of the kernel's)"
         )
+        for together, k, u in starts:
+            print(
+                f"TTFT over the server's own at {k['chunks_per_s']:,} chunks/s, streams started "
+                f"{'together' if together else 'over 1 s'}: p99 {k['ttft_excess_p99_ms']} ms from the kernel's send, "
+                f"{u['ttft_excess_p99_ms']} ms from the client's clock (p50 {k['ttft_excess_p50_ms']} / "
+                f"{u['ttft_excess_p50_ms']}; target: 1 ms at p99)"
+            )
         for busy, limit in ((False, 1.0),) if a.no_busy else ((False, 1.0), (True, 2.0)):
             for kind, pick in (("kernel", 1), ("user", 2)):
                 ok = [

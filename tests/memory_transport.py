@@ -17,6 +17,8 @@ from llmload.client.transport import ConnectFailed
 
 
 class MemoryResponse:
+    sent_at: float | None = None  # no kernel: the request's start is the stream client's own stamp
+
     def __init__(
         self, status: int, blocks: list[bytes], clock: MemoryClock, cut: bool, gaps_s: list[float] | None
     ) -> None:

@@ -199,6 +199,7 @@ def test_a_tls_target_keeps_user_space_stamps_and_says_so(tmp_path: Path) -> Non
     assert summary["targets"]["tls"]["requests"]["ok"] == 8
     ts = summary["run"]["client"]["timestamps"]["tls"]
     assert ts["source"] == "user" and ts["kernel_reads"] == 0 and ts["user_reads"] >= 8 * 5
+    assert (ts["kernel_sends"], ts["user_sends"]) == (0, 8)  # no send stamps through TLS either
     assert ts["client_delay_ms"]["count"] == 0
 
 

@@ -11,6 +11,10 @@ The connection's socket does this for every read (``StampedSocket``, which llmlo
 makes the pool's socket factory), the reads geventhttpclient makes for the response headers included, so body bytes that came with the headers (a server that
 sends its first token with them) keep their arrival time too. TLS targets (no recvmsg on an SSL
 socket) and other systems keep the user-space stamp, counted apart (llmload/measure/stamps.py).
+
+Its sends are stamped too (``SO_TIMESTAMPING``, software send stamps from the error queue): after each
+``sendall``, ``sent_at`` is when the kernel sent its last byte, so a request starts at its send and
+not at the client's decision to send it (llmload/client/openai_stream.py).
 """
 
 from __future__ import annotations
@@ -39,6 +43,33 @@ _MAX_DELAY_S = 60.0
 # reads are counted instead (coalesced_reads) and flag the ITL (llmload/measure/client_health.py).
 
 
+# Send stamps (SO_TIMESTAMPING, Linux's Documentation/networking/timestamping.rst): the kernel's
+# software stamp of the moment each send's last byte went to the device, read back from the
+# socket's error queue, keyed by that byte's offset in the connection (OPT_ID, OPT_ID_TCP: counted
+# from 0 as the socket sends), without the data (OPT_TSONLY); RX_FILTER keeps them off the reads.
+SO_TIMESTAMPING = 37  # also the ancillary type (SCM_TIMESTAMPING): struct scm_timestamping, ts[0] software
+_TX_SOFTWARE, _SOFTWARE, _OPT_ID, _OPT_TSONLY, _OPT_ID_TCP, _OPT_RX_FILTER = (
+    1 << 1,
+    1 << 4,
+    1 << 7,
+    1 << 11,
+    1 << 16,
+    1 << 17,
+)
+SEND_STAMP_FLAGS = (  # the first the kernel takes (OPT_ID_TCP since 6.2, RX_FILTER since 6.12)
+    _TX_SOFTWARE | _SOFTWARE | _OPT_ID | _OPT_TSONLY | _OPT_ID_TCP | _OPT_RX_FILTER,
+    _TX_SOFTWARE | _SOFTWARE | _OPT_ID | _OPT_TSONLY | _OPT_ID_TCP,
+    _TX_SOFTWARE | _SOFTWARE | _OPT_ID | _OPT_TSONLY,
+)
+_EXTENDED_ERR = struct.Struct(
+    "=IBBBBII"
+)  # struct sock_extended_err: errno, origin, type, code, pad, info, data
+_EE_ORIGIN_TIMESTAMPING = 4
+_ERRQUEUE_ANCILLARY = (
+    socket.CMSG_SPACE(3 * _TIMESPEC.size) + socket.CMSG_SPACE(_EXTENDED_ERR.size + 32) if KERNEL_STAMPS else 0
+)
+
+
 class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships no types
     """A connection whose every ``recv`` is a ``recvmsg`` that asks for the kernel's receive stamp.
 
@@ -50,6 +81,60 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
     read_at = 0.0
     stamp = 0.0
     delay: float | None = None
+    want_send_stamps = False  # ask for send stamps at the first send (TCP takes them once connected)
+    send_stamps = False  # the kernel stamps this connection's sends
+    sent = 0  # bytes sent on this connection: the next send stamp's key is sent - 1
+    sent_at: float | None = (
+        None  # when the kernel sent the last byte given to sendall, on the monotonic clock
+    )
+
+    def _enable_send_stamps(self) -> None:
+        """Ask the kernel to stamp each send, in the first form it takes (it refuses OPT_ID on a TCP
+        socket not yet connected); one that takes none leaves this connection's starts user-space."""
+        self.want_send_stamps = False
+        for flags in SEND_STAMP_FLAGS:
+            try:
+                self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, flags)
+            except OSError:
+                continue
+            self.send_stamps = True
+            return
+
+    def sendall(self, data: bytes, flags: int = 0) -> None:
+        if self.want_send_stamps:
+            self._enable_send_stamps()
+        self.sent_at = None
+        super().sendall(data, flags)
+        self.sent += len(data)
+        if self.send_stamps:
+            self.take_send_stamps()
+
+    def take_send_stamps(self) -> None:
+        """Read the stamps waiting in the error queue; the last byte's sets ``sent_at``. Called after
+        each send and whenever a read wakes to no data: a stamp left waiting makes the socket poll
+        as errored, and a reader waiting on it would spin."""
+        while True:
+            try:
+                _data, ancillary, _flags, _addr = self._sock.recvmsg(
+                    1, _ERRQUEUE_ANCILLARY, socket.MSG_ERRQUEUE
+                )
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # closed meanwhile
+                return
+            wall_stamp, key = None, None
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(payload) >= _TIMESPEC.size:
+                    sec, nsec = _TIMESPEC.unpack_from(payload)
+                    wall_stamp = sec + nsec * 1e-9
+                elif len(payload) >= _EXTENDED_ERR.size:  # IP_RECVERR / IPV6_RECVERR
+                    err = _EXTENDED_ERR.unpack_from(payload)
+                    if err[1] == _EE_ORIGIN_TIMESTAMPING:
+                        key = err[6]
+            if wall_stamp and key == (self.sent - 1) & 0xFFFFFFFF:
+                ago = time.time() - wall_stamp  # first, then the monotonic clock, as for reads
+                if 0.0 <= ago < _MAX_DELAY_S:
+                    self.sent_at = time.perf_counter() - ago
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         # Wait for the socket first, then read. gevent's recvmsg reads first and waits on EAGAIN,
@@ -67,6 +152,8 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
             except BlockingIOError:
                 if self.timeout == 0.0:
                     raise
+                if self.send_stamps:
+                    self.take_send_stamps()
                 self._wait(self._read_event)
         wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
         t = time.perf_counter()

@@ -94,6 +94,9 @@ class GeventResponse:
         # stamp, then an earlier kernel one, keeps the later).
         self._stamp = 0.0
         self._kernel_stamped = False
+        # when the kernel sent the request's last byte (the client's monotonic clock), where the
+        # connection stamps its sends (stamped_socket.py); None: the request's start stays user-space
+        self.sent_at: float | None = None
 
     @property
     def retry_after_s(self) -> float | None:
@@ -240,6 +243,7 @@ class GeventTransport:
         client: HTTPClient | None = None,
         stamps: ReadStamps | None = None,
         kernel_stamps: bool = True,
+        send_stamps: bool = True,
     ) -> None:
         url = URL(base_url)
         # The target's read stamps (shared by its transports in one process); kernel stamps where
@@ -264,6 +268,7 @@ class GeventTransport:
         # headers and the first token (prefill); read_timeout_s when not given
         self.first_byte_timeout = first_byte_timeout_s if first_byte_timeout_s is not None else read_timeout_s
         self._block = block_size
+        self._send_stamps = send_stamps  # False: requests start on the client's clock (bench_stream compares)
 
     def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> GeventResponse:
         wait = self.first_byte_timeout
@@ -283,7 +288,16 @@ class GeventTransport:
         finally:
             if timer is not None:
                 timer.close()
-        return GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps)
+        out = GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps)
+        sock = resp._sock  # None when the whole response came with the headers (released)
+        if isinstance(sock, StampedSocket) and sock.send_stamps:
+            sock.take_send_stamps()  # the headers came: every byte of the request was sent
+            out.sent_at = sock.sent_at
+        if out.sent_at is not None:
+            self.stamps.kernel_sends += 1
+        else:
+            self.stamps.user_sends += 1
+        return out
 
     def _new_socket(self, family: int, socktype: int, protocol: int) -> StampedSocket:
         """A new connection of a kernel-stamped target: it asks the kernel for receive stamps. A
@@ -293,6 +307,8 @@ class GeventTransport:
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         except OSError:
             self.stamps.source, self.stamps.refused = "user", True
+            return sock
+        sock.want_send_stamps = self._send_stamps  # refused: its requests' starts stay user-space (counted)
         return sock
 
     def close(self) -> None:

@@ -115,6 +115,11 @@ def figure_flags(target: str, s: ReadStamps, lagging: bool, lag_p99: float | Non
     reasons = []
     if s.user_first_tokens > USER_FIRST_TOKENS_FLAG * s.first_tokens:
         reasons.append(f"{s.user_first_tokens} of {s.first_tokens} first tokens were stamped in user space")
+    sends = s.kernel_sends + s.user_sends
+    if s.user_sends > USER_FIRST_TOKENS_FLAG * sends:
+        reasons.append(
+            f"{s.user_sends} of {sends} requests' starts were stamped in user space, not at the kernel's send"
+        )
     if s.coalesced_first_tokens > COALESCED_FLAG * s.first_tokens:
         reasons.append(
             f"{s.coalesced_first_tokens} of {s.first_tokens} first tokens came in one read with later "

@@ -35,6 +35,8 @@ class ReadStamps:
     first_tokens: int = 0  # requests whose first token came (each one's TTFT rests on one read's stamp)
     user_first_tokens: int = 0  # of which that read was stamped in user space (no kernel stamp for it)
     coalesced_first_tokens: int = 0  # of which that read brought later tokens too (one stamp for all)
+    kernel_sends: int = 0  # requests whose start is the kernel's send of their last byte (stamped_socket.py)
+    user_sends: int = 0  # requests whose start is the client's clock before the send
     delay: Histogram = field(default_factory=Histogram)
     refused: bool = False  # a socket refused SO_TIMESTAMPNS: this process stays on user-space stamps
     sources: set[str] = field(default_factory=set)  # merged: every process's source
@@ -48,6 +50,8 @@ class ReadStamps:
             "first_tokens": self.first_tokens,
             "user_first_tokens": self.user_first_tokens,
             "coalesced_first_tokens": self.coalesced_first_tokens,
+            "kernel_sends": self.kernel_sends,
+            "user_sends": self.user_sends,
         }
 
     def to_wire(self) -> dict[str, Any]:
@@ -63,6 +67,8 @@ class ReadStamps:
         self.first_tokens += int(d.get("first_tokens", 0))
         self.user_first_tokens += int(d.get("user_first_tokens", 0))
         self.coalesced_first_tokens += int(d.get("coalesced_first_tokens", 0))
+        self.kernel_sends += int(d.get("kernel_sends", 0))
+        self.user_sends += int(d.get("user_sends", 0))
         self.delay.merge(Histogram.from_wire(d["delay"]))
 
     def take(self) -> dict[str, Any]:
@@ -71,6 +77,7 @@ class ReadStamps:
         wire = self.to_wire()
         self.kernel_reads = self.user_reads = self.coalesced_reads = 0
         self.first_tokens = self.user_first_tokens = self.coalesced_first_tokens = 0
+        self.kernel_sends = self.user_sends = 0
         self.delay = Histogram()
         return wire
 

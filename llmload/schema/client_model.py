@@ -40,6 +40,8 @@ class ReadTimestamps(LenientModel):
     first_tokens: int = 0
     user_first_tokens: int = 0  # first tokens whose read had no kernel stamp (user-space stamp)
     coalesced_first_tokens: int = 0  # first tokens whose read brought later tokens too (one stamp)
+    kernel_sends: int = 0  # requests whose start is the kernel's send of their last byte
+    user_sends: int = 0  # requests whose start is the client's clock before the send
     client_delay_ms: ClientDelay
 
 
