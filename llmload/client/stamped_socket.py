@@ -48,22 +48,19 @@ _MAX_DELAY_S = 60.0
 # socket's error queue, keyed by that byte's offset in the connection (OPT_ID, OPT_ID_TCP: counted
 # from 0 as the socket sends), without the data (OPT_TSONLY); RX_FILTER keeps them off the reads.
 SO_TIMESTAMPING = 37  # also the ancillary type (SCM_TIMESTAMPING): struct scm_timestamping, ts[0] software
-_TX_SOFTWARE, _SOFTWARE, _OPT_ID, _OPT_TSONLY, _OPT_ID_TCP, _OPT_RX_FILTER = (
-    1 << 1,
-    1 << 4,
-    1 << 7,
-    1 << 11,
-    1 << 16,
-    1 << 17,
-)
+_TX_SOFTWARE = 1 << 1
+_SOFTWARE = 1 << 4
+_OPT_ID = 1 << 7
+_OPT_TSONLY = 1 << 11
+_OPT_ID_TCP = 1 << 16
+_OPT_RX_FILTER = 1 << 17
 SEND_STAMP_FLAGS = (  # the first the kernel takes (OPT_ID_TCP since 6.2, RX_FILTER since 6.12)
     _TX_SOFTWARE | _SOFTWARE | _OPT_ID | _OPT_TSONLY | _OPT_ID_TCP | _OPT_RX_FILTER,
     _TX_SOFTWARE | _SOFTWARE | _OPT_ID | _OPT_TSONLY | _OPT_ID_TCP,
     _TX_SOFTWARE | _SOFTWARE | _OPT_ID | _OPT_TSONLY,
 )
-_EXTENDED_ERR = struct.Struct(
-    "=IBBBBII"
-)  # struct sock_extended_err: errno, origin, type, code, pad, info, data
+# struct sock_extended_err: errno, origin, type, code, pad, info, data (a send stamp's key)
+_EXTENDED_ERR = struct.Struct("=IBBBBII")
 _EE_ORIGIN_TIMESTAMPING = 4
 _ERRQUEUE_ANCILLARY = (
     socket.CMSG_SPACE(3 * _TIMESPEC.size) + socket.CMSG_SPACE(_EXTENDED_ERR.size + 32) if KERNEL_STAMPS else 0
@@ -84,9 +81,8 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
     want_send_stamps = False  # ask for send stamps at the first send (TCP takes them once connected)
     send_stamps = False  # the kernel stamps this connection's sends
     sent = 0  # bytes sent on this connection: the next send stamp's key is sent - 1
-    sent_at: float | None = (
-        None  # when the kernel sent the last byte given to sendall, on the monotonic clock
-    )
+    # when the kernel sent the last byte given to sendall, on the monotonic clock (None: no stamp)
+    sent_at: float | None = None
 
     def _enable_send_stamps(self) -> None:
         """Ask the kernel to stamp each send, in the first form it takes (it refuses OPT_ID on a TCP

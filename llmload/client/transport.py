@@ -289,13 +289,13 @@ class GeventTransport:
             if timer is not None:
                 timer.close()
         out = GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps)
-        sock = resp._sock  # None when the whole response came with the headers (released)
+        sock = resp._sock  # None when the whole response came with the headers (released): not counted
         if isinstance(sock, StampedSocket) and sock.send_stamps:
             sock.take_send_stamps()  # the headers came: every byte of the request was sent
             out.sent_at = sock.sent_at
         if out.sent_at is not None:
             self.stamps.kernel_sends += 1
-        else:
+        elif sock is not None:
             self.stamps.user_sends += 1
         return out
 
