@@ -10,6 +10,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHES = [
     "bench_stream.py",
+    "bench_hotpath.py",  # CPU per chunk of each part of a run's hot path besides the socket
     "bench_selftest.py",
     "bench_run_ids.py",
     "bench_sim.py",
