@@ -175,7 +175,9 @@ def test_requests_never_reported_make_the_run_degraded_and_are_counted() -> None
     assert any("7 request(s) sent and never reported" in r and "'b': 7" in r for r in summary.run.reasons)
     # the verdict names what degraded it (it said "0 worker(s) lost": bench_fleet, 1,000 workers)
     assert summary.run.verdict is not None and "worker(s) lost" not in summary.run.verdict
-    assert summary.run.verdict.startswith("degraded: 7 request(s) sent and never reported"), summary.run.verdict
+    assert summary.run.verdict.startswith("degraded: 7 request(s) sent and never reported"), (
+        summary.run.verdict
+    )
 
 
 def test_a_sweeps_capacity_rests_on_what_its_slos_rest_on() -> None:
