@@ -29,18 +29,19 @@ WORKER_ID = re.compile(r"[\w.-]+_[0-9a-f]{32}")  # Locust names a worker host_uu
 NUMBER = re.compile(r"[0-9.]+")  # keys that are data: Locust's buckets and seconds
 
 
-def shape(x: Any, path: str, out: dict[str, set[str]]) -> dict[str, set[str]]:
+def shape(x: Any, path: str, out: dict[str, set[str]], lists: bool = True) -> dict[str, set[str]]:
     """Every path in ``x`` with the types found there; keys that are data (numbers, worker ids)
-    collapse to one, and an empty list has no ``[]`` path below it."""
+    collapse to one, and an empty list has no ``[]`` path below it (``lists=False``: no list is
+    looked into, for a summary whose lists hold what the run found: flags, reasons, levels)."""
     if isinstance(x, dict):
         out.setdefault(path, set()).add("dict")
         for k, v in x.items():
             key = "#" if NUMBER.fullmatch(k) else WORKER_ID.sub("<worker>", k)
-            shape(v, f"{path}.{key}", out)
+            shape(v, f"{path}.{key}", out, lists)
     elif isinstance(x, list):
         out.setdefault(path, set()).add("list")
-        for v in x:
-            shape(v, f"{path}[]", out)
+        for v in x if lists else ():
+            shape(v, f"{path}[]", out, lists)
     else:
         out.setdefault(path, set()).add("number" if isinstance(x, (int, float)) else type(x).__name__)
     return out
@@ -119,7 +120,10 @@ def test_a_synthetic_worker_sends_what_a_real_worker_sends(tmp_path: Path, sim_a
     assert line_bytes(synth) == pytest.approx(line_bytes(real), rel=0.05)
 
     summaries = [json.loads((out / "summary.json").read_text()) for out in (real_out, synth_out)]
-    assert settled(shape(summaries[1], "summary", {})) == settled(shape(summaries[0], "summary", {}))
+    # a real worker's run may flag a figure on a busy host (run.client.flags), a synthetic one not
+    assert settled(shape(summaries[1], "summary", {}, False)) == settled(
+        shape(summaries[0], "summary", {}, False)
+    )
     for summary, out in zip(summaries, (real_out, synth_out), strict=True):
         lines = (out / "requests.jsonl").read_text().splitlines()
         assert summary["targets"]["fast"]["requests"]["sent"] == len(lines) > 0

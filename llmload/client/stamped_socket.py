@@ -128,9 +128,12 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
                     if err[1] == _EE_ORIGIN_TIMESTAMPING:
                         key = err[6]
             if wall_stamp and key == (self.sent - 1) & 0xFFFFFFFF:
-                ago = time.time() - wall_stamp  # first, then the monotonic clock, as for reads
+                # the monotonic clock first, then the wall clock (the reverse of a read's): a pause
+                # between them can only move the start earlier, so TTFT never reads short of the server's
+                t = time.perf_counter()
+                ago = time.time() - wall_stamp
                 if 0.0 <= ago < _MAX_DELAY_S:
-                    self.sent_at = time.perf_counter() - ago
+                    self.sent_at = t - ago
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         # Wait for the socket first, then read. gevent's recvmsg reads first and waits on EAGAIN,
