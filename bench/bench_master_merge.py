@@ -45,11 +45,13 @@ def delta(
     seed: int,
     names: list[str] | None = None,
     step: tuple[str, str] = ("main", "1"),
+    requests: int | None = None,
 ) -> dict:
     """One interval's delta of a worker streaming ``chunks_per_s`` spread over ``targets`` (named
     ``names``, in the plan's ``step``), with every part a streaming worker's delta fills: request
     lines and histograms, the live TTFT, token windows, kernel read stamps with their delays, the
-    event loop's lag (tests/test_synthetic_worker.py holds its shape to a real worker's)."""
+    event loop's lag (tests/test_synthetic_worker.py holds its shape to a real worker's). ``requests``:
+    that many requests instead of the interval's at the load."""
     rng = random.Random(seed)
     names = names or [f"t{i}" for i in range(targets)]
     c = Collector(names, worker=worker)
@@ -59,8 +61,9 @@ def delta(
         c.stamps[t].source = "kernel"
     for _ in range(int(INTERVAL_S / LAG_PERIOD_S)):
         c.loop_lag.record(rng.expovariate(1 / 0.0005))
-    requests = int(chunks_per_s * INTERVAL_S / TOKENS)
-    gap = 1.0 / (chunks_per_s / (requests / INTERVAL_S)) if requests else 0.02  # per stream
+    nominal = int(chunks_per_s * INTERVAL_S / TOKENS)  # the interval's requests at the load
+    gap = 1.0 / (chunks_per_s / (nominal / INTERVAL_S)) if nominal else 0.02  # per stream
+    requests = nominal if requests is None else requests  # a report of another count, same streams
     for i in range(requests):
         t = names[i % targets]
         itl = [gap * rng.uniform(0.5, 1.5) for _ in range(TOKENS - 1)]

@@ -56,17 +56,18 @@ LONGEST_S = 600.0  # a fleet run alone ends when its master says quit, or after 
 
 @dataclass
 class Template:
-    """One 3 s report's delta at the load, and Locust's stats part of the same report."""
+    """A report's delta at the load for each count of request lines (its histograms hold exactly
+    the requests its lines name, as a worker's do), and Locust's stats part of a report."""
 
-    delta: dict[str, Any]
+    chunks_per_s: int
     line: dict[str, Any]
     locust: dict[str, Any]
     rate: float  # requests/s per worker
+    deltas: dict[int, dict[str, Any]] = field(default_factory=dict)  # by request count, built once each
 
     @classmethod
     def build(cls, chunks_per_s: int) -> Template:
         d = collector_delta(chunks_per_s, 1, "w", 1, [TARGET], LEVEL)
-        line = d["lines"][0]
         stats = RequestStats()
         for x in d["lines"]:
             stats.log_request("POST", TARGET, x["e2e_ms"], x["output_tokens"])
@@ -75,7 +76,22 @@ class Template:
             "stats_total": stats.total.get_stripped_report(),
             "errors": {},
         }
-        return cls(d, line, locust, chunks_per_s / TOKENS)
+        tpl = cls(chunks_per_s, d["lines"][0], locust, chunks_per_s / TOKENS)
+        for k in range(int(tpl.rate * REPORT_S) + 4):  # every count a report is likely to carry, before
+            tpl.delta(
+                k
+            )  # the fleet starts (at 10,000 chunks/s: 4 s of CPU the master's run should not share)
+        return tpl
+
+    def delta(self, requests: int) -> dict[str, Any]:
+        """A delta whose histograms count ``requests`` requests (a master's figures then match the
+        lines it writes: with one delta for every report, a summary said 80 sent beside 79 lines)."""
+        d = self.deltas.get(requests)
+        if d is None:
+            d = self.deltas[requests] = collector_delta(
+                self.chunks_per_s, 1, "w", 1, [TARGET], LEVEL, requests=requests
+            )
+        return d
 
 
 @dataclass
@@ -162,7 +178,7 @@ def connect(w: Synth) -> None:
 
 def report(w: Synth, tpl: Template, now: float) -> int:
     """One stats message: Locust's part and llmload's delta for the requests done since the last."""
-    d = dict(tpl.delta)
+    d = dict(tpl.delta(w.sent - w.reported))
     lines = []
     for i in range(w.reported, w.sent):
         line = dict(tpl.line)
