@@ -163,8 +163,8 @@ def table(chunks: int, fleets: list[int], seconds: float, tmp: Path, url: str) -
         # said in docs/distributed.md), which fails the check only below saturation
         missing = r["reported"] - r["unreported"] - (r["counted"] or 0)
         if r["lost"] == 0 and r["counted"] is not None and missing and r["master_cpu"] >= SATURATED_PERCENT:
-            print(f"{'':>7} {missing:,} requests neither written nor named: announced in messages the "
-                  f"saturated master had not read when its figures froze")  # fmt: skip
+            print(f"{'':>7} {missing:,} requests neither written nor named: the saturated master froze its "
+                  f"figures with messages still unread")  # fmt: skip
         elif r["lost"] == 0 and r["counted"] is not None and missing:
             print(
                 f"check FAILED: the master wrote {r['counted']} request lines, the fleet reported {r['reported']}"

@@ -5,8 +5,9 @@ spawning, a stats report each 3 s, client_stopped, quit) and llmload's messages 
 (the scenario asked for, clock probes, readiness, one MSG_SENT before each request, the delta in
 each report), with the product's own names and classes. The deltas are built by the Collector a
 worker uses (bench_master_merge.delta: 200-token requests at the load's chunk rate, one target),
-then re-stamped per report: that interval's request lines with the worker's own indexes and start
-times, its running sent count. Nothing is sent to the target.
+one per count of requests a report carries, then re-stamped per report: that interval's request
+lines with the worker's own indexes and start times, its window, its running sent count. Nothing
+is sent to the target.
 
     fleet = start(n, host, port)
     drive(fleet, Template.build(chunks_per_s), until, Drive())
@@ -77,10 +78,10 @@ class Template:
             "errors": {},
         }
         tpl = cls(chunks_per_s, d["lines"][0], locust, chunks_per_s / TOKENS)
-        for k in range(int(tpl.rate * REPORT_S) + 4):  # every count a report is likely to carry, before
-            tpl.delta(
-                k
-            )  # the fleet starts (at 10,000 chunks/s: 4 s of CPU the master's run should not share)
+        # every count a report is likely to carry, built before the fleet starts (at 10,000 chunks/s,
+        # 4 s of CPU that the master's measured run should not share)
+        for k in range(int(tpl.rate * REPORT_S) + 4):
+            tpl.delta(k)
         return tpl
 
     def delta(self, requests: int) -> dict[str, Any]:
