@@ -33,35 +33,19 @@ from typing import Any
 import gevent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_rss import rss_mb  # noqa: E402
+from bench_sim import cpu_seconds  # noqa: E402
 from synthetic_worker import TARGET, TOKENS, Drive, Template, drive, start  # noqa: E402
+
+from llmload.base.ports import quiet_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SATURATED_PERCENT = 95.0  # master CPU (% of one core) at which it falls behind its messages
 MAX_SENT_S = 20_000  # announcements/s one generator process sends on this 2-core host (15,000 kept up)
 
 
-def cpu_s(pid: int) -> float:
-    parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def one_fleet(n: int, tpl: Template, seconds: float, tmp: Path, sim_url: str) -> dict[str, Any]:
-    port = free_port()
+    port = quiet_port()
     tag = f"{n}w-{tpl.rate:g}rps"
     scn = tmp / f"fleet-{tag}.yaml"
     scn.write_text(
@@ -91,11 +75,11 @@ def one_fleet(n: int, tpl: Template, seconds: float, tmp: Path, sim_url: str) ->
     gevent.sleep(2.0)  # the first reports
     for w in fleet:
         w.rtts.clear()
-    c0, g0, d0, t0 = cpu_s(master.pid), cpu_s(me), (drv.sent, drv.reports), time.monotonic()
+    c0, g0, d0, t0 = cpu_seconds(master.pid), cpu_seconds(me), (drv.sent, drv.reports), time.monotonic()
     window = max(1.0, seconds - 4.0)
     gevent.sleep(window)
-    c1, g1, t1 = cpu_s(master.pid), cpu_s(me), time.monotonic()
-    rss = rss_mb(master.pid)
+    c1, g1, t1 = cpu_seconds(master.pid), cpu_seconds(me), time.monotonic()
+    rss = rss_mb(master.pid) or float("nan")
     d1 = (drv.sent, drv.reports)
     while master.poll() is None and time.monotonic() - t1 < 240:
         gevent.sleep(0.2)

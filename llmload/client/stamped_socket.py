@@ -62,6 +62,7 @@ SEND_STAMP_FLAGS = (  # the first the kernel takes (OPT_ID_TCP since 6.2, RX_FIL
 # struct sock_extended_err: errno, origin, type, code, pad, info, data (a send stamp's key)
 _EXTENDED_ERR = struct.Struct("=IBBBBII")
 _EE_ORIGIN_TIMESTAMPING = 4
+# room for both messages of a stamp: the scm_timestamping, and the extended error with its offender address
 _ERRQUEUE_ANCILLARY = (
     socket.CMSG_SPACE(3 * _TIMESPEC.size) + socket.CMSG_SPACE(_EXTENDED_ERR.size + 32) if KERNEL_STAMPS else 0
 )

@@ -291,7 +291,8 @@ class GeventTransport:
         out = GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps)
         sock = resp._sock  # None when the whole response came with the headers (released): not counted
         if isinstance(sock, StampedSocket) and sock.send_stamps:
-            sock.take_send_stamps()  # the headers came: every byte of the request was sent
+            if sock.sent_at is None:  # not there at the send (a device that stamps late): read again,
+                sock.take_send_stamps()  # now the headers came, every byte of the request was sent
             out.sent_at = sock.sent_at
         if out.sent_at is not None:
             self.stamps.kernel_sends += 1

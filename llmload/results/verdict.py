@@ -31,7 +31,8 @@ def verdict(summary: Summary, j: Judgement, code: int) -> str:
     if run.status == "degraded":
         head = "degraded" + (f", {words[state]}" if state in words else "")
         # what degraded it: workers lost, else the first reason (requests never reported)
-        head += f": {len(run.lost_workers)} worker(s) lost" if run.lost_workers else f": {run.reasons[0]}"
+        why = run.reasons[0] if run.reasons else "no reason given"
+        head += f": {len(run.lost_workers)} worker(s) lost" if run.lost_workers else f": {why}"
     parts = [describe_miss(r) for r in j.missed]
     if j.inconclusive:
         parts.append("SLO on a flagged figure: " + ", ".join(on_flags(j.inconclusive)))
