@@ -11,9 +11,9 @@ a dropped connection does (the real transport's ConnectFailed).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from llmload.client.transport import ConnectFailed
+from llmload.client.failures import ConnectFailed
 
 
 class MemoryResponse:
@@ -34,6 +34,12 @@ class MemoryResponse:
             yield self._clock.tick(self._gaps[i] if self._gaps is not None else 0.001), b
         if self._cut:
             raise ConnectFailed("connection reset by peer")
+
+    def consume(self, on_block: Callable[[float, bytes], bool]) -> bool:
+        for t, data in self.blocks():
+            if on_block(t, data):
+                return False
+        return True
 
     def read_body(self, limit: int = 65536) -> bytes:
         return b"".join(self._blocks)[:limit]

@@ -41,20 +41,23 @@ class TapTransport(GeventTransport):
     def send(self, method, path, headers, body):  # type: ignore[override]
         resp = super().send(method, path, headers, body)
         taps = self.taps
-        inner = resp.blocks
+        inner = resp.consume
 
-        def blocks():
+        def consume(on_block):
             # A read can end inside a line (a busy host splits a chunk over two reads: CI saw 5,997
             # of 6,000 taps), so the tail waits for the rest; the stamp is the read that completed it.
-            tail = b""
-            for t, data in inner():
-                *lines, tail = (tail + data).split(b"\n")
+            tail = [b""]
+
+            def tap(t, data):
+                *lines, tail[0] = (tail[0] + data).split(b"\n")
                 for line in lines:
                     if line.startswith(b"data: {") and b'"x_ts"' in line:
                         taps.append((t, json.loads(line[6:])["x_ts"]))
-                yield t, data
+                return on_block(t, data)
 
-        resp.blocks = blocks  # type: ignore[method-assign]
+            return inner(tap)
+
+        resp.consume = consume  # type: ignore[method-assign]
         return resp
 
 

@@ -1,7 +1,8 @@
 """What a failed response said: its failure class and the server's own message (docs/metrics.md).
 
 An HTTP error status maps to a class (``classify_http``); a 200 whose body is no SSE stream at all
-is classified by what it is (``not_a_stream``); either way the error text is the server's message:
+is classified by what it is (``not_a_stream``); a request that got no whole response raises
+``ConnectFailed`` or ``TimedOut`` in the transport; either way the error text is the server's message:
 a JSON error's ``message``, an HTML page's title (a proxy's 502, a login gateway), else the
 body's first words (``error_message``). No Locust, no transport: bytes in, words out.
 
@@ -19,6 +20,14 @@ from email.utils import parsedate_to_datetime
 import orjson
 
 from llmload.config.secrets import Masker, clip
+
+
+class ConnectFailed(Exception):
+    """The connection could not be made, or broke before the response ended."""
+
+
+class TimedOut(Exception):
+    """No byte arrived within the read timeout, or the request exceeded its time limit."""
 
 
 def classify_http(status: int) -> str:

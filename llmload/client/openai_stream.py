@@ -15,32 +15,25 @@ only at the end with empty choices, multi-token chunks, errors after HTTP 200
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 
-from llmload.client.failures import classify_http, error_message
+from llmload.client.failures import ConnectFailed, TimedOut, classify_http, error_message
 from llmload.client.sse import StreamState
 from llmload.config.answer_check import AnswerShape
 from llmload.config.secrets import Masker, clip
 from llmload.measure.records import RequestRecord
 
 
-class ConnectFailed(Exception):
-    """The connection could not be made (or broke before the response headers)."""
-
-
-class TimedOut(Exception):
-    """No byte arrived within the read timeout, or the request exceeded its time limit."""
-
-
 class Response(Protocol):
     status: int
 
-    def blocks(self) -> Iterator[tuple[float, bytes]]:
-        """Yield (perf_counter time of the read, bytes read) until the body ends."""
+    def consume(self, on_block: Callable[[float, bytes], bool]) -> bool:
+        """Hand each block (perf_counter time of the read, bytes read) to ``on_block`` until it returns
+        True (stopped: False) or the body ends (True), in whichever greenlet reads the socket."""
         ...
 
     def read_body(self, limit: int = 65536) -> bytes: ...
@@ -297,6 +290,44 @@ def _refused(resp: Response, rec: RequestRecord, mask: Masker | None) -> bool:
     return complete
 
 
+class _Consumer:
+    """What each block of a stream does: the parser, the first token's timers and callbacks, the
+    live token count. Called by whichever greenlet reads the socket (``Response.consume``)."""
+
+    __slots__ = ("deadline", "first_token", "progress", "resp", "seen", "state", "t", "waiting_first")
+
+    def __init__(
+        self,
+        resp: Response,
+        state: StreamState,
+        deadline: float,
+        progress: Callable[[int], None] | None,
+        first_token: Callable[[float], None] | None,
+    ) -> None:
+        self.resp, self.state, self.deadline = resp, state, deadline
+        self.progress, self.first_token = progress, first_token
+        self.t = state.t_send  # the last block's time
+        self.seen = 0
+        self.waiting_first = True
+
+    def __call__(self, t: float, data: bytes) -> bool:
+        """Take one block; True when the stream needs no more (ended, or past its deadline)."""
+        self.t = t
+        state = self.state
+        state.feed_block(t, data)
+        if self.waiting_first and state.first_text_t is not None:
+            self.waiting_first = False
+            self.resp.token_arrived()
+            if self.first_token is not None:
+                self.first_token(state.first_text_t - state.t_send)
+        if self.progress is not None:
+            now_tokens = state.streamed_tokens
+            if now_tokens != self.seen:
+                self.progress(now_tokens - self.seen)
+                self.seen = now_tokens
+        return state.done or t > self.deadline
+
+
 def _read(
     resp: Response,
     state: StreamState,
@@ -306,29 +337,14 @@ def _read(
     mask: Masker | None,
 ) -> tuple[float, bool]:
     """Feed every block of the stream to ``state``: (the last block's time, whether the body ended)."""
-    t = state.t_send
-    seen = 0
-    waiting_first = True
+    consumer = _Consumer(resp, state, deadline, progress, first_token)
     try:
-        for t, data in resp.blocks():
-            state.feed_block(t, data)
-            if waiting_first and state.first_text_t is not None:
-                waiting_first = False
-                resp.token_arrived()
-                if first_token is not None:
-                    first_token(state.first_text_t - state.t_send)
-            if progress is not None:
-                now_tokens = state.streamed_tokens
-                if now_tokens != seen:
-                    progress(now_tokens - seen)
-                    seen = now_tokens
-            if state.done or t > deadline:
-                return t, False
-        return t, True
+        complete = resp.consume(consumer)
+        return consumer.t, complete
     except TimedOut as e:
         state._fail("timeout", clip(str(e), mask))
     except ConnectFailed as e:
         # The connection broke: a last line without its newline was cut short, not malformed.
         state.discard_partial()
         state._fail("truncated", clip(f"connection lost mid-stream: {e}", mask))
-    return t, False
+    return consumer.t, False

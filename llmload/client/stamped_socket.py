@@ -155,6 +155,18 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
                 if self.send_stamps:
                     self.take_send_stamps()
                 self._wait(self._read_event)
+        self._stamp_read(ancillary)
+        return data
+
+    def recv_ready(self, bufsize: int) -> bytes:
+        """One read without waiting, for a reader that knows the socket is ready (batch_reader.py):
+        stamped as ``recv``'s; BlockingIOError when there was nothing after all."""
+        data: bytes
+        data, ancillary, _flags, _addr = self._sock.recvmsg(bufsize, _ANCILLARY)
+        self._stamp_read(ancillary)
+        return data
+
+    def _stamp_read(self, ancillary: list[tuple[int, int, bytes]]) -> None:
         wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
         t = time.perf_counter()
         self.read_at = self.stamp = t
@@ -165,4 +177,3 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
                 delay = wall - (sec + nsec * 1e-9)  # both wall clock: the offset cancels
                 if 0.0 <= delay < _MAX_DELAY_S:
                     self.stamp, self.delay = t - delay, delay
-        return data

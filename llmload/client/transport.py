@@ -1,231 +1,34 @@
-"""The hot-path HTTP transport: geventhttpclient with a recv-sized body reader.
+"""The hot-path HTTP transport: a geventhttpclient connection pool per base URL, its sockets stamped.
 
-geventhttpclient parses HTTP (chunked encoding included) in C. Instead of its
-``readline`` (which loops over 4 KB recvs) or Locust's ``iter_content(1024)``
-(which waits for 1 KB and adds 50-80 ms to TTFT), ``blocks()`` returns whatever
-each ``recv`` delivered, stamped with the time of that read. That is the reader
-DESIGN.md recommends: exact stamps, fewer Python calls per chunk.
+``send`` makes one request and returns its response once the headers came
+(llmload/client/response.py reads the body). Works in any gevent context (geventhttpclient uses
+gevent sockets natively), so the Locust users, the benchmarks and the tests share it. No Locust
+import.
 
-Works in any gevent context (geventhttpclient uses gevent sockets natively), so
-the Locust users, the benchmarks and the tests share it. No Locust import.
-
-Receive stamps: on plain-HTTP targets on Linux each read carries the kernel's receive time
-(llmload/client/stamped_socket.py); TLS targets and other systems keep the user-space stamp, counted apart
-(llmload/measure/stamps.py).
-
-Read timeouts: a socket timeout makes gevent create and cancel a timer for every
-``recv`` (~18% of the client's CPU at 150 streams, and a fatter p99). Instead the
-sockets block without a timeout, each read stamps the stream's last-read time,
-and one watchdog greenlet per process shuts down streams that have been silent
-longer than their limit (their read then ends as ``TimedOut``). The limit is the
-first-byte timeout until the stream client reports the first token (the headers and
-a long prefill), the read timeout after it (silence between chunks). Waiting for
-the response headers keeps one ``gevent.Timeout`` per request.
+Plain-HTTP targets on Linux get sockets that ask the kernel for receive and send stamps
+(llmload/client/stamped_socket.py), and their bodies are read by the process's batch reader
+(llmload/client/batch_reader.py) unless ``batched=False`` (``client.reader: greenlet``). TLS targets
+and other systems keep user-space stamps and a greenlet per stream. Waiting for the response headers
+keeps one ``gevent.Timeout`` per request.
 """
 
 from __future__ import annotations
 
 import socket
-import time
-from collections.abc import Iterator
-from typing import Any
 
 import gevent
 from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from geventhttpclient.url import URL
 
-from llmload.client.failures import parse_retry_after
-from llmload.client.openai_stream import ConnectFailed, TimedOut
+from llmload.client import batch_reader
+from llmload.client.batch_reader import BatchReader
+from llmload.client.failures import ConnectFailed, TimedOut
+from llmload.client.response import GeventResponse
 from llmload.client.stamped_socket import KERNEL_STAMPS, SO_TIMESTAMPNS, StampedSocket
 from llmload.measure.stamps import ReadStamps
 
 _TIMEOUTS = (socket.timeout, gevent.Timeout, TimeoutError)
-
-
-class _Watchdog:
-    """Shuts down streams silent for longer than their read timeout (checked twice a second)."""
-
-    def __init__(self) -> None:
-        self.active: dict[int, GeventResponse] = {}
-        self._greenlet: gevent.Greenlet | None = None
-
-    def add(self, r: GeventResponse) -> None:
-        self.active[id(r)] = r
-        if self._greenlet is None or self._greenlet.dead:
-            self._greenlet = gevent.spawn(self._loop)
-
-    def remove(self, r: GeventResponse) -> None:
-        self.active.pop(id(r), None)
-
-    def _loop(self) -> None:
-        while self.active:
-            gevent.sleep(0.5)
-            now = time.perf_counter()
-            for r in list(self.active.values()):
-                if r.limit is not None and now - r.last_read > r.limit:
-                    r.expire()
-        self._greenlet = None
-
-
-_WATCHDOG = _Watchdog()
-
-
-class GeventResponse:
-    def __init__(
-        self,
-        resp: HTTPSocketPoolResponse,
-        block_size: int,
-        read_timeout: float | None = None,
-        first_token_timeout: float | None = None,
-        stamps: ReadStamps | None = None,
-    ) -> None:
-        self._resp = resp
-        self._stamps = stamps if stamps is not None else ReadStamps()
-        self.status = resp.status_code
-        self._block = block_size
-        self.read_timeout = read_timeout  # silence allowed between chunks, once tokens flow
-        # Until the first token: a long prompt's prefill may take far longer than any gap after it.
-        self.limit = first_token_timeout if first_token_timeout is not None else read_timeout
-        self.waiting_first = True
-        self.last_read = time.perf_counter()
-        self.timed_out = False
-        # The last stamp given, and whether the kernel's: stamps never go back (a late user-space
-        # stamp, then an earlier kernel one, keeps the later).
-        self._stamp = 0.0
-        self._kernel_stamped = False
-        # when the kernel sent the request's last byte (the client's monotonic clock), where the
-        # connection stamps its sends (stamped_socket.py); None: the request's start stays user-space
-        self.sent_at: float | None = None
-
-    @property
-    def retry_after_s(self) -> float | None:
-        """The Retry-After header in seconds (a delay or an HTTP date), or None (failures.parse_retry_after)."""
-        value = self._resp.get("retry-after")
-        if isinstance(value, list):  # the header sent more than once: the first counts
-            value = value[0] if value else None
-        return parse_retry_after(value)
-
-    def token_arrived(self) -> None:
-        """The stream client saw the first generated token: from now on, read_timeout applies. The
-        read that brought it was the last one given, so its stamp is the TTFT's (counted by source)."""
-        self.waiting_first = False
-        self.limit = self.read_timeout
-        self._stamps.first_tokens += 1
-        if not self._kernel_stamped:
-            self._stamps.user_first_tokens += 1
-
-    def _silence(self) -> str:
-        if self.waiting_first:
-            return f"no token within {self.limit:g} s (client.first_byte_timeout)"
-        return f"no data for {self.limit:g} s mid-stream (client.read_timeout)"
-
-    def expire(self) -> None:
-        """Called by the watchdog: end this stream's blocked read."""
-        self.timed_out = True
-        sock = self._resp._sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def blocks(self) -> Iterator[tuple[float, bytes]]:
-        resp = self._resp
-        clock = time.perf_counter
-        buf = resp._body_buffer
-        if buf:  # read with the headers, inside geventhttpclient: that read's stamp
-            data = bytes(buf)
-            del buf[:]
-            sock = resp._sock  # None when the whole response came with the headers (released)
-            stamped = sock if isinstance(sock, StampedSocket) else None
-            yield self._stamped(stamped, stamped.read_at if stamped is not None else clock()), data
-        if self.limit is not None:
-            self.last_read = clock()
-            _WATCHDOG.add(self)
-        try:
-            yield from self._read(resp, buf, clock)
-        finally:
-            _WATCHDOG.remove(self)
-
-    def _read(
-        self, resp: HTTPSocketPoolResponse, buf: bytearray, clock: Any
-    ) -> Iterator[tuple[float, bytes]]:
-        while not resp.message_complete:
-            sock = resp._sock
-            if sock is None:
-                return
-            try:
-                data = sock.recv(self._block)
-            except _TIMEOUTS as e:
-                raise TimedOut(self._silence()) from e
-            except OSError as e:
-                if self.timed_out:
-                    raise TimedOut(self._silence()) from e
-                raise ConnectFailed(str(e)) from e
-            stamped = sock if isinstance(sock, StampedSocket) else None
-            t = stamped.read_at if stamped is not None else clock()
-            self.last_read = t
-            if self.timed_out:
-                raise TimedOut(self._silence())
-            if not data:
-                # Peer closed: let the parser know (a close-delimited body ends here).
-                try:
-                    resp.feed(b"")
-                except HTTPParseError:
-                    pass
-                if buf:
-                    out = bytes(buf)
-                    del buf[:]
-                    yield t, out
-                if not resp.message_complete:
-                    raise ConnectFailed("connection closed by the server before the body ended")
-                return
-            stamp = self._stamped(stamped, t)
-            try:
-                resp.feed(data)
-            except HTTPParseError as e:
-                raise ConnectFailed(f"bad HTTP framing: {e}") from e
-            if buf:
-                out = bytes(buf)
-                del buf[:]
-                yield stamp, out
-
-    def _stamped(self, sock: StampedSocket | None, t: float) -> float:
-        """The stamp of the read just made (the kernel's where ``sock`` has one, else ``t``), counted
-        by source; never before a stamp already given (that one was late)."""
-        stamps = self._stamps
-        if sock is not None and sock.delay is not None and stamps.source == "kernel":
-            stamp, by_kernel = sock.stamp, True
-            stamps.kernel_reads += 1
-            stamps.delay.record(sock.delay)
-        else:
-            stamp, by_kernel = t, False
-            stamps.user_reads += 1
-        if stamp < self._stamp:
-            stamp = self._stamp
-        self._stamp, self._kernel_stamped = stamp, by_kernel
-        return stamp
-
-    def read_body(self, limit: int = 65536) -> bytes:
-        out = bytearray()
-        for _, data in self.blocks():
-            out += data
-            if len(out) >= limit:
-                break
-        return bytes(out[:limit])
-
-    def close(self, complete: bool) -> None:
-        resp = self._resp
-        if resp.message_complete:
-            resp.release()
-            return
-        # Unread body left on the socket: never return it to the pool.
-        pool, sock = resp._pool, resp._sock
-        resp._sock = None
-        resp._pool = None
-        if pool is not None and sock is not None:
-            pool.release_socket(sock)
 
 
 class GeventTransport:
@@ -244,8 +47,11 @@ class GeventTransport:
         stamps: ReadStamps | None = None,
         kernel_stamps: bool = True,
         send_stamps: bool = True,
+        batched: bool = True,
     ) -> None:
         url = URL(base_url)
+        # plain HTTP: the process's batch reader reads the bodies (module docstring); TLS keeps a greenlet
+        self._batched = batched and url.scheme == "http" and batch_reader.AVAILABLE
         # The target's read stamps (shared by its transports in one process); kernel stamps where
         # the socket can give them: plain HTTP on Linux (module docstring).
         self.stamps = stamps if stamps is not None else ReadStamps()
@@ -288,7 +94,10 @@ class GeventTransport:
         finally:
             if timer is not None:
                 timer.close()
-        out = GeventResponse(resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps)
+        reader = BatchReader.of_hub() if self._batched else None
+        out = GeventResponse(
+            resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps, reader
+        )
         sock = resp._sock  # None when the whole response came with the headers (released): not counted
         if isinstance(sock, StampedSocket) and sock.send_stamps:
             if sock.sent_at is None:  # not there at the send (a device that stamps late): read again,

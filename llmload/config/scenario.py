@@ -73,6 +73,12 @@ class Client(Strict):
         description="stamp each read with the kernel's receive time where the socket gives it (plain "
         "HTTP on Linux), or always with the client's clock when the read returns (docs/metrics.md)",
     )
+    reader: Literal["batched", "greenlet"] = Field(
+        "batched",
+        description="how a process reads its streams: batched, one loop that reads every ready stream "
+        "with no greenlet switch per chunk (plain HTTP); greenlet, one greenlet per stream (TLS "
+        "targets always read so) (docs/metrics.md)",
+    )
     loop_lag_threshold_ms: float = Field(
         25.0,
         gt=0,

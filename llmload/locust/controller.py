@@ -204,19 +204,18 @@ class LLMRun:
 
     # --- open loop ----------------------------------------------------------
     def _drive_open_loop(self, ps: PlanStep, t: str, t0: float) -> None:
-        st = ps.step
-        seed = self.sc.workload.seed * 1009 + ps.position
-        times = arrival_times(st, seed=seed)
+        st, c = ps.step, self.sc.client
+        times = arrival_times(st, seed=self.sc.workload.seed * 1009 + ps.position)
         cap = max(1, split_share(st.max_vus, self.k, self.n))
-        target = self.targets[t]
         transport = GeventTransport(
-            target.base_url or "",
-            connect_timeout_s=self.sc.client.connect_timeout,
-            read_timeout_s=self.sc.client.read_timeout,
-            first_byte_timeout_s=self.sc.client.first_byte_timeout,
+            self.targets[t].base_url or "",
+            connect_timeout_s=c.connect_timeout,
+            read_timeout_s=c.read_timeout,
+            first_byte_timeout_s=c.first_byte_timeout,
             concurrency=cap,
             stamps=self.read_stamps(t),
-            kernel_stamps=self.sc.client.timestamps == "kernel",
+            kernel_stamps=c.timestamps == "kernel",
+            batched=c.reader == "batched",
         )
         slots = BoundedSemaphore(cap)
         base = (ps.position + 1) * 1_000_000  # open-loop indexes: step position, then arrival number

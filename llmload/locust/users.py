@@ -64,6 +64,7 @@ class LLMUser(FastHttpUser):
                 first_byte_timeout_s=self.first_byte_timeout,
                 stamps=run.read_stamps(self.target_name),
                 kernel_stamps=run.sc.client.timestamps == "kernel",
+                batched=run.sc.client.reader == "batched",
             )
         run.closed_loop_iteration(self, self._transport)
 

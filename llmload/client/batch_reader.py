@@ -1,0 +1,130 @@
+"""One loop per process reads every ready stream: no greenlet switch per chunk.
+
+With one greenlet per stream, every chunk costs a wake-up of that greenlet: the hub's callback for
+its socket, a switch to the greenlet and back, and the generator steps between the socket and the
+parser. A py-spy profile of a full run at 9,800 chunks/s put that machinery near half of the
+client's Python time (docs/benchmarks.md). Here one greenlet per event loop holds an epoll set of
+every streaming socket and waits on the epoll's own descriptor (one hub watcher, however many
+streams). Each time it wakes it reads every ready socket once, stamped as before
+(llmload/client/stamped_socket.py), feeds the bytes to the response's HTTP parser, and hands the
+body to the stream's consumer (the stream client's parser and timers) in the same greenlet. The
+request's own greenlet sends, reads the headers, then waits once for the body's end.
+
+Silences are ended as before: the transport's watchdog shuts a silent socket down, which makes it
+ready, and its read then raises ``TimedOut``. Send stamps that reach the error queue after the
+headers make the socket poll as errored: a read that finds no data drains them.
+
+Plain-HTTP sockets only: a TLS socket has bytes the kernel cannot see (decrypted, buffered in the
+SSL object), so those streams keep their greenlet (response.py). ``client.reader: greenlet`` asks
+for that path everywhere (bench/bench_fullrun.py compares the two).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import gevent
+from gevent.event import AsyncResult
+from gevent.monkey import get_original
+
+from llmload.client.failures import ConnectFailed
+
+OnBlock = Callable[[float, bytes], bool]  # (the read's stamp, body bytes) -> stop reading
+# Linux's epoll, as the select module had it before gevent's monkey patching (which takes it away)
+AVAILABLE = sys.platform == "linux"
+_EPOLLIN = 0x001
+
+
+class Ready(Protocol):
+    def read_ready(self, on_block: OnBlock) -> bool | None:
+        """One read of a socket the reader found ready: True when the body ended, False when
+        ``on_block`` asked to stop, None while more is to come (response.GeventResponse)."""
+        ...
+
+
+class _Stream:
+    __slots__ = ("on_block", "resp", "result")
+
+    def __init__(self, resp: Ready, on_block: OnBlock) -> None:
+        self.resp = resp
+        self.on_block = on_block
+        self.result: AsyncResult = AsyncResult()
+
+
+class BatchReader:
+    """The epoll set of one event loop's streams and the greenlet that reads them."""
+
+    def __init__(self) -> None:
+        self._epoll: Any = get_original("select", "epoll")()
+        self._streams: dict[int, _Stream] = {}
+        self._greenlet: gevent.Greenlet | None = None
+        self.wakes = 0  # times the loop woke, and reads it made: reads / wakes is the batch size
+        self.reads = 0
+
+    @classmethod
+    def of_hub(cls) -> BatchReader:
+        """This thread's reader (one per gevent hub), made at its first stream."""
+        hub = gevent.get_hub()
+        reader: BatchReader | None = getattr(hub, "llmload_batch_reader", None)
+        if reader is None:
+            reader = cls()
+            setattr(hub, "llmload_batch_reader", reader)  # noqa: B010 - a hub is a plain object
+        return reader
+
+    def follow(self, resp: Ready, fd: int, on_block: OnBlock) -> bool:
+        """Read ``fd`` (``resp``'s socket) until its body ends (True) or ``on_block`` stops (False);
+        the read's TimedOut or ConnectFailed, or anything ``on_block`` raised, is raised here."""
+        stream = _Stream(resp, on_block)
+        self._streams[fd] = stream
+        self._epoll.register(fd, _EPOLLIN)
+        if self._greenlet is None or self._greenlet.dead:
+            self._greenlet = gevent.spawn(self._loop)
+        try:
+            return bool(stream.result.get())
+        finally:
+            if self._streams.get(fd) is stream:
+                del self._streams[fd]
+                try:
+                    self._epoll.unregister(fd)
+                except OSError:  # closed meanwhile: the kernel dropped it from the set
+                    pass
+
+    def _loop(self) -> None:
+        hub = gevent.get_hub()
+        watcher = hub.loop.io(self._epoll.fileno(), 1)
+        streams = self._streams
+        try:
+            while streams:
+                hub.wait(watcher)
+                self.wakes += 1
+                for fd, _events in self._epoll.poll(0):
+                    stream = streams.get(fd)
+                    if stream is None or stream.result.ready():
+                        continue
+                    self.reads += 1
+                    try:
+                        ended = stream.resp.read_ready(stream.on_block)
+                    except Exception as e:  # noqa: BLE001 - the request's greenlet raises it
+                        self._end(fd, stream)
+                        stream.result.set_exception(e)
+                        continue
+                    if ended is not None:
+                        self._end(fd, stream)
+                        stream.result.set(ended)
+        finally:
+            watcher.close()
+            self._greenlet = None
+            for fd, stream in list(streams.items()):  # killed: no stream is left waiting for ever
+                self._end(fd, stream)
+                stream.result.set_exception(ConnectFailed("the batch reader stopped (the process is ending)"))
+
+    def _end(self, fd: int, stream: _Stream) -> None:
+        """Stop watching a stream whose result is set (its greenlet runs later)."""
+        if self._streams.get(fd) is stream:
+            del self._streams[fd]
+            try:
+                self._epoll.unregister(fd)
+            except OSError:
+                pass

@@ -1,0 +1,283 @@
+"""A streaming response of the hot-path transport: its body read and stamped, read by read.
+
+geventhttpclient parses HTTP (chunked encoding included) in C. Instead of its ``readline`` (which
+loops over 4 KB recvs) or Locust's ``iter_content(1024)`` (which waits for 1 KB and adds 50-80 ms
+to TTFT), each block handed on is whatever one ``recv`` delivered, stamped with the time of that
+read: exact stamps, fewer Python calls per chunk (DESIGN.md).
+
+Two ways to read a body, the same blocks either way:
+
+* ``consume(on_block)``: on a plain-HTTP socket, the process's batch reader reads it
+  (llmload/client/batch_reader.py: one loop reads every ready stream, no greenlet switch per chunk,
+  ``read_ready`` per read); on a TLS socket, this greenlet (``blocks``);
+* ``blocks()``: an iterator in the request's own greenlet.
+
+Receive stamps: on plain-HTTP targets on Linux each read carries the kernel's receive time
+(llmload/client/stamped_socket.py); TLS targets and other systems keep the user-space stamp,
+counted apart (llmload/measure/stamps.py).
+
+Read timeouts: a socket timeout makes gevent create and cancel a timer for every ``recv``, so the
+sockets block without one, each read stamps the stream's last-read time, and the event loop's
+watchdog (llmload/client/watchdog.py) shuts down a stream silent past its limit (its read then ends
+as ``TimedOut``). The limit is the first-byte timeout until the stream client reports the first
+token (the headers and a long prefill), the read timeout after it (silence between chunks).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import gevent
+import gevent.socket
+from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
+
+from llmload.client.batch_reader import BatchReader, OnBlock
+from llmload.client.failures import ConnectFailed, TimedOut, parse_retry_after
+from llmload.client.stamped_socket import StampedSocket
+from llmload.client.watchdog import Watchdog
+from llmload.measure.stamps import ReadStamps
+
+_TIMEOUTS = (socket.timeout, gevent.Timeout, TimeoutError)
+
+
+class GeventResponse:
+    def __init__(
+        self,
+        resp: HTTPSocketPoolResponse,
+        block_size: int,
+        read_timeout: float | None = None,
+        first_token_timeout: float | None = None,
+        stamps: ReadStamps | None = None,
+        reader: BatchReader | None = None,
+    ) -> None:
+        self._resp = resp
+        self.reader = reader  # None: the body is read in the request's own greenlet
+        self._stamps = stamps if stamps is not None else ReadStamps()
+        self.status = resp.status_code
+        self._block = block_size
+        self.read_timeout = read_timeout  # silence allowed between chunks, once tokens flow
+        # Until the first token: a long prompt's prefill may take far longer than any gap after it.
+        self.limit = first_token_timeout if first_token_timeout is not None else read_timeout
+        self.waiting_first = True
+        self.last_read = time.perf_counter()
+        self.timed_out = False
+        # The last stamp given, and whether the kernel's: stamps never go back (a late user-space
+        # stamp, then an earlier kernel one, keeps the later).
+        self._stamp = 0.0
+        self._kernel_stamped = False
+        # when the kernel sent the request's last byte (the client's monotonic clock), where the
+        # connection stamps its sends (stamped_socket.py); None: the request's start stays user-space
+        self.sent_at: float | None = None
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The Retry-After header in seconds (a delay or an HTTP date), or None (failures.parse_retry_after)."""
+        value = self._resp.get("retry-after")
+        if isinstance(value, list):  # the header sent more than once: the first counts
+            value = value[0] if value else None
+        return parse_retry_after(value)
+
+    def token_arrived(self) -> None:
+        """The stream client saw the first generated token: from now on, read_timeout applies. The
+        read that brought it was the last one given, so its stamp is the TTFT's (counted by source)."""
+        self.waiting_first = False
+        self.limit = self.read_timeout
+        self._stamps.first_tokens += 1
+        if not self._kernel_stamped:
+            self._stamps.user_first_tokens += 1
+
+    def _silence(self) -> str:
+        if self.waiting_first:
+            return f"no token within {self.limit:g} s (client.first_byte_timeout)"
+        return f"no data for {self.limit:g} s mid-stream (client.read_timeout)"
+
+    def expire(self) -> None:
+        """Called by the watchdog: end this stream's blocked read."""
+        self.timed_out = True
+        sock = self._resp._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def consume(self, on_block: OnBlock) -> bool:
+        """Hand each block (the read's stamp, its body bytes) to ``on_block`` until it returns True
+        (False: stopped before the end) or the body ends (True). Plain-HTTP sockets are read by the
+        batch reader when the transport has one; the rest in this greenlet (``blocks``)."""
+        sock = self._resp._sock
+        plain = sock is not None and (isinstance(sock, StampedSocket) or type(sock) is gevent.socket.socket)
+        if self.reader is None or sock is None or not plain:
+            for t, data in self.blocks():
+                if on_block(t, data):
+                    return False
+            return True
+        first = self._headers_block()
+        if first is not None and on_block(*first):
+            return False
+        if self._resp.message_complete:
+            return True
+        dog = Watchdog.of_hub() if self.limit is not None else None
+        if dog is not None:
+            self.last_read = time.perf_counter()
+            dog.add(self)
+        try:
+            return self.reader.follow(self, sock.fileno(), on_block)
+        finally:
+            if dog is not None:
+                dog.remove(self)
+
+    def read_ready(self, on_block: OnBlock) -> bool | None:
+        """One read of a socket the batch reader found ready, handed on: True when the body ended,
+        False when ``on_block`` stopped, None while more is to come (nothing was there: drained
+        send stamps made the socket poll as errored)."""
+        resp = self._resp
+        sock = resp._sock
+        if sock is None:
+            return True
+        stamped = sock if isinstance(sock, StampedSocket) else None
+        try:
+            if stamped is not None:
+                data = stamped.recv_ready(self._block)
+                t = stamped.read_at
+            else:
+                data = sock._sock.recv(self._block)
+                t = time.perf_counter()
+        except (BlockingIOError, InterruptedError):
+            if stamped is not None and stamped.send_stamps:
+                stamped.take_send_stamps()
+            return None
+        except OSError as e:
+            raise self._failed(e) from e
+        block = self._took(resp, stamped, data, t)
+        if block is not None and on_block(*block):
+            return False
+        if not data:
+            self._ended(resp)
+            return True
+        return True if resp.message_complete else None
+
+    def blocks(self) -> Iterator[tuple[float, bytes]]:
+        first = self._headers_block()
+        if first is not None:
+            yield first
+        dog = Watchdog.of_hub() if self.limit is not None else None
+        if dog is not None:
+            self.last_read = time.perf_counter()
+            dog.add(self)
+        try:
+            yield from self._read(self._resp)
+        finally:
+            if dog is not None:
+                dog.remove(self)
+
+    def _headers_block(self) -> tuple[float, bytes] | None:
+        """The body bytes read with the headers, inside geventhttpclient, with that read's stamp."""
+        resp = self._resp
+        buf = resp._body_buffer
+        if not buf:
+            return None
+        data = bytes(buf)
+        del buf[:]
+        sock = resp._sock  # None when the whole response came with the headers (released)
+        stamped = sock if isinstance(sock, StampedSocket) else None
+        return self._stamped(stamped, stamped.read_at if stamped is not None else time.perf_counter()), data
+
+    def _read(self, resp: HTTPSocketPoolResponse) -> Iterator[tuple[float, bytes]]:
+        while not resp.message_complete:
+            sock = resp._sock
+            if sock is None:
+                return
+            try:
+                data = sock.recv(self._block)
+            except OSError as e:  # socket.timeout included
+                raise self._failed(e) from e
+            except gevent.Timeout as e:
+                raise TimedOut(self._silence()) from e
+            stamped = sock if isinstance(sock, StampedSocket) else None
+            block = self._took(
+                resp, stamped, data, stamped.read_at if stamped is not None else time.perf_counter()
+            )
+            if block is not None:
+                yield block
+            if not data:
+                self._ended(resp)
+                return
+
+    def _failed(self, e: BaseException) -> Exception:
+        """A read that raised: a timeout or a socket the watchdog shut is TimedOut, the rest ConnectFailed."""
+        if isinstance(e, _TIMEOUTS) or self.timed_out:
+            return TimedOut(self._silence())
+        return ConnectFailed(str(e))
+
+    def _took(
+        self, resp: HTTPSocketPoolResponse, stamped: StampedSocket | None, data: bytes, t: float
+    ) -> tuple[float, bytes] | None:
+        """Feed a read's bytes to the HTTP parser: the body bytes they completed with the read's stamp,
+        or None. An empty read is the peer's close: the parser is told (a close-delimited body ends
+        there) and what it held is given with the read's own time."""
+        self.last_read = t
+        if self.timed_out:
+            raise TimedOut(self._silence())
+        buf = resp._body_buffer
+        if not data:
+            try:
+                resp.feed(b"")
+            except HTTPParseError:
+                pass
+            stamp = t
+        else:
+            stamp = self._stamped(stamped, t)
+            try:
+                resp.feed(data)
+            except HTTPParseError as e:
+                raise ConnectFailed(f"bad HTTP framing: {e}") from e
+        if not buf:
+            return None
+        out = bytes(buf)
+        del buf[:]
+        return stamp, out
+
+    @staticmethod
+    def _ended(resp: HTTPSocketPoolResponse) -> None:
+        """The peer closed: an error unless the body had ended."""
+        if not resp.message_complete:
+            raise ConnectFailed("connection closed by the server before the body ended")
+
+    def _stamped(self, sock: StampedSocket | None, t: float) -> float:
+        """The stamp of the read just made (the kernel's where ``sock`` has one, else ``t``), counted
+        by source; never before a stamp already given (that one was late)."""
+        stamps = self._stamps
+        if sock is not None and sock.delay is not None and stamps.source == "kernel":
+            stamp, by_kernel = sock.stamp, True
+            stamps.kernel_reads += 1
+            stamps.delay.record(sock.delay)
+        else:
+            stamp, by_kernel = t, False
+            stamps.user_reads += 1
+        if stamp < self._stamp:
+            stamp = self._stamp
+        self._stamp, self._kernel_stamped = stamp, by_kernel
+        return stamp
+
+    def read_body(self, limit: int = 65536) -> bytes:
+        out = bytearray()
+        for _, data in self.blocks():
+            out += data
+            if len(out) >= limit:
+                break
+        return bytes(out[:limit])
+
+    def close(self, complete: bool) -> None:
+        resp = self._resp
+        if resp.message_complete:
+            resp.release()
+            return
+        # Unread body left on the socket: never return it to the pool.
+        pool, sock = resp._pool, resp._sock
+        resp._sock = None
+        resp._pool = None
+        if pool is not None and sock is not None:
+            pool.release_socket(sock)

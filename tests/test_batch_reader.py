@@ -1,0 +1,110 @@
+"""The batch reader (llmload/client/batch_reader.py) against the greenlet-per-stream reader, on real
+sockets (tests/sse_server.py): the same records from the same streams, no switch into a request's
+greenlet per chunk, a request killed while it waits leaves nothing behind, and TLS keeps its greenlet.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import gevent
+import greenlet
+import pytest
+
+from llmload.client.batch_reader import BatchReader
+from llmload.client.openai_stream import build_request, stream_request
+from llmload.client.transport import GeventTransport
+from llmload.measure.records import RequestRecord
+
+CHUNKS = 30
+
+
+def _request(n: int = CHUNKS, interval_ms: float = 5.0) -> object:
+    spec = {"mode": "timed", "n": n, "first_ms": 5, "interval_ms": interval_ms}
+    return build_request(api="chat", model="m", prompt="hi", max_tokens=n, extra_body={"llmload_test": spec})
+
+
+def _streams(url: str, *, batched: bool, streams: int) -> list[RequestRecord]:
+    req = _request()
+    out: list[RequestRecord] = []
+
+    def one() -> None:
+        tr = GeventTransport(url, batched=batched)
+        try:
+            for _ in range(2):  # the second on the kept connection
+                out.append(stream_request(tr, req, RequestRecord(target="t")))  # type: ignore[arg-type]
+        finally:
+            tr.close()
+
+    gevent.joinall([gevent.spawn(one) for _ in range(streams)], timeout=60, raise_error=True)
+    return out
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_both_readers_give_whole_records(sse_server: str, batched: bool) -> None:
+    reader = BatchReader.of_hub()
+    reads0 = reader.reads
+    recs = _streams(sse_server, batched=batched, streams=20)
+    assert len(recs) == 40
+    assert all(r.status == "ok" for r in recs), Counter(r.status for r in recs)
+    assert all(r.output_tokens == CHUNKS and r.chunks == CHUNKS and len(r.itl_s) == CHUNKS - 1 for r in recs)
+    assert all(r.ttft_s is not None and r.ttft_s > 0 for r in recs)
+    read = reader.reads - reads0
+    if batched:  # every body read went through the one loop; none was left registered
+        assert read >= 40 and not reader._streams
+    else:
+        assert read == 0
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_requests_greenlet_wakes_once_per_request_not_per_chunk(sse_server: str, batched: bool) -> None:
+    # The point of the batch reader: the chunks are read and parsed in its loop, so the request's own
+    # greenlet is switched into for its send, its headers and its end, not once per chunk.
+    req = _request(n=CHUNKS, interval_ms=10.0)
+    tr = GeventTransport(sse_server, batched=batched)
+    switches = Counter[int]()
+    user: list[greenlet.greenlet] = []
+
+    def trace(event: str, args: tuple[greenlet.greenlet, greenlet.greenlet]) -> None:
+        if event in ("switch", "throw") and user and args[1] is user[0]:
+            switches[0] += 1
+
+    def one() -> RequestRecord:
+        return stream_request(tr, req, RequestRecord(target="t"))  # type: ignore[arg-type]
+
+    g = gevent.spawn(one)
+    user.append(g)
+    old = greenlet.settrace(trace)
+    try:
+        rec = g.get(timeout=30)
+    finally:
+        greenlet.settrace(old)
+        tr.close()
+    assert rec.status == "ok" and rec.chunks == CHUNKS
+    if batched:
+        assert switches[0] < CHUNKS // 3, switches
+    else:
+        assert switches[0] >= CHUNKS, switches
+
+
+def test_a_request_killed_while_the_reader_reads_it_is_aborted_and_unregistered(sse_server: str) -> None:
+    reader = BatchReader.of_hub()
+    tr = GeventTransport(sse_server)
+    req = _request(n=200, interval_ms=20.0)  # 4 s of chunks
+    rec = RequestRecord(target="t")
+    g = gevent.spawn(stream_request, tr, req, rec)
+    gevent.sleep(0.5)
+    assert reader._streams, "the stream was not in the batch reader"
+    g.kill(block=True, timeout=5)
+    assert rec.status == "aborted" and 0 < rec.chunks < 200
+    assert not reader._streams
+    # the connection left mid-body was not returned to the pool: the next request is whole
+    again = stream_request(tr, _request(), RequestRecord(target="t"))  # type: ignore[arg-type]
+    tr.close()
+    assert again.status == "ok" and again.chunks == CHUNKS
+
+
+def test_tls_targets_keep_a_greenlet_per_stream() -> None:
+    assert GeventTransport("https://127.0.0.1:9")._batched is False
+    assert GeventTransport("http://127.0.0.1:9")._batched is True
+    assert GeventTransport("http://127.0.0.1:9", batched=False)._batched is False
