@@ -1,4 +1,4 @@
-"""CPU per chunk of a whole ``llmload run`` on one pinned core: the figure issue 27 is about.
+"""CPU per chunk of a whole ``llmload run`` on one pinned core (issue 27), and the self-test's prediction of it.
 
 The test SSE server (tests/sse_server.py, its own process pinned to one core) streams 200 chunks
 per request at 20 ms gaps (50 chunks/s per stream); ``llmload run`` (pinned to the other core) runs
@@ -6,11 +6,22 @@ per request at 20 ms gaps (50 chunks/s per stream); ``llmload run`` (pinned to t
 tree, psutil) is sampled over the steady window, from ``--settle`` seconds after the start to two
 seconds before the end, and divided by the chunks read in that window (each request's chunks
 spread evenly over its own span, from requests.jsonl). Each rate runs with each reader the run can
-use (``client.reader``: ``batched``, one loop reading every ready stream, and ``greenlet``, one
-greenlet reading each stream), so the two are compared on the same host in the same run; the
-ITL p99 beside it is the run's own, against the server's 20 ms beat.
+use (``client.reader``: ``batched``, one loop reading every ready stream, ``--repeats`` times, and
+``greenlet``, one greenlet reading each stream, once), so the two are compared on the same host in
+the same run, by their medians; the ITL p99 beside it is the run's own, against the server's 20 ms beat.
 
-    python bench/bench_fullrun.py [--rates 5000,10000,20000] [--seconds 20] [--readers batched,greenlet]
+Each run has ``client.selftest: on`` (its loopback server pinned to the SSE server's core, as a
+second core would hold it on a quiet host): its predicted cost per chunk at that rate is checked
+against the measured one, within ``TOLERANCE`` (``check ok`` / ``check FAILED``), and the rate at
+which its reads coalesced is printed beside the run's own share of coalesced reads.
+
+A peer in the same run: ``vllm bench serve`` from vLLM's CPU venv (.venv-vllm, bench-only, not a
+dependency), on the same server, core and streams, measured once it streams at 90% of the rate (its
+torch import is not counted). Chunks are counted by the server (GET /llmload_test/sent) for every
+client, over each one's window.
+
+    python bench/bench_fullrun.py [--rates 5000,10000,20000] [--seconds 24] [--readers batched,greenlet]
+                                  [--repeats 3] [--no-peers]
 """
 
 from __future__ import annotations
@@ -18,10 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -30,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PER_STREAM = 50.0  # chunks/s: one every 20 ms
 CHUNKS = 200
+TOLERANCE = 0.15  # the self-test's cost per chunk against the run's (issue 27)
 
 
 def scenario(port: int, users: int, seconds: float, reader: str) -> str:
@@ -69,20 +84,60 @@ def tree_cpu(p: psutil.Process) -> tuple[float, float]:
     return user, system
 
 
-def chunks_in(requests: Path, lo: float, hi: float) -> float:
-    n = 0.0
-    for line in requests.open():
-        r = json.loads(line)
-        start, e2e = r["start_time"], (r.get("e2e_ms") or 0.0) / 1000
-        if not r.get("chunks") or e2e <= 0:
-            continue
-        overlap = min(hi, start + e2e) - max(lo, start)
-        if overlap > 0:
-            n += r["chunks"] * overlap / e2e
-    return n
+def sent(port: int) -> int:
+    """Content chunks the server has written so far (tests/sse_server.py): what any client read."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/llmload_test/sent", timeout=10) as r:
+        return int(json.loads(r.read())["chunks"])
 
 
-def one(port: int, rate: float, seconds: float, settle: float, reader: str, core: int) -> dict:
+def window(p: psutil.Process, port: int, seconds: float) -> tuple[float, float, float, int]:
+    """(CPU user, CPU system, wall seconds, chunks the server sent) over the next ``seconds``."""
+    (u0, s0), n0, t0 = tree_cpu(p), sent(port), time.time()
+    time.sleep(seconds)
+    (u1, s1), n1, t1 = tree_cpu(p), sent(port), time.time()
+    return u1 - u0, s1 - s0, t1 - t0, n1 - n0
+
+
+def steady(port: int, rate: float, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    """Wait until the server sends at least 90% of ``rate`` (a peer's start-up, torch's import included)."""
+    end = time.time() + timeout_s
+    last, t_last = sent(port), time.time()
+    while time.time() < end and proc.poll() is None:
+        time.sleep(1.0)
+        n, t = sent(port), time.time()
+        if (n - last) / (t - t_last) >= 0.9 * rate:
+            time.sleep(1.0)
+            return
+        last, t_last = n, t
+    raise SystemExit(f"the client never reached 90% of {rate:,.0f} chunks/s: {proc.args}")
+
+
+def row(client: str, rate: float, users: int, cpu: tuple[float, float, float, int]) -> dict:
+    user, system, wall, chunks = cpu
+    return {
+        "reader": client,
+        "rate_asked": rate,
+        "users": users,
+        "chunks_per_s": round(chunks / wall, 1),
+        "cpu_percent": round((user + system) / wall * 100, 1),
+        "us_per_chunk": round((user + system) / max(chunks, 1) * 1e6, 1),
+        "system_us_per_chunk": round(system / max(chunks, 1) * 1e6, 1),
+    }
+
+
+def pin_children(p: psutil.Process, core: int, seconds: float) -> None:
+    """Move the run's children (the self-test's loopback server) to ``core`` as they appear."""
+    end = time.time() + seconds
+    while time.time() < end:
+        for q in p.children(recursive=True):
+            try:
+                os.sched_setaffinity(q.pid, {core})
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+
+def one(port: int, rate: float, seconds: float, settle: float, reader: str, core: int, other: int) -> dict:
     users = max(1, round(rate / PER_STREAM))
     with tempfile.TemporaryDirectory(prefix="llmload-fullrun-") as d:
         sc = Path(d) / "s.yaml"
@@ -102,34 +157,58 @@ def one(port: int, rate: float, seconds: float, settle: float, reader: str, core
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         os.sched_setaffinity(proc.pid, {core})
         p = psutil.Process(proc.pid)
+        threading.Thread(target=pin_children, args=(p, other, settle), daemon=True).start()
         time.sleep(settle)
-        cpu0, wall0 = tree_cpu(p), time.time()
-        time.sleep(max(1.0, seconds - settle))
-        cpu1, wall1 = tree_cpu(p), time.time()
+        measured = window(p, port, max(1.0, seconds - settle))
         _, err = proc.communicate(timeout=seconds + 120)
         if proc.returncode not in (0, 3):
             raise SystemExit(f"llmload run exited {proc.returncode}: {err[-2000:]}")
-        chunks = chunks_in(res / "requests.jsonl", wall0, wall1)
         summary = json.loads((res / "summary.json").read_text())
         itl = summary["targets"]["t"]["latency_ms"]["itl"]["p99"]
         client = summary["run"].get("client") or {}
         stamps = client["timestamps"]["t"]
         selftest = client.get("selftest") or {}
-    window = wall1 - wall0
-    cpu = sum(cpu1) - sum(cpu0)
     return {
-        "reader": reader,
-        "rate_asked": rate,
-        "users": users,
-        "chunks_per_s": round(chunks / window, 1),
-        "cpu_percent": round(cpu / window * 100, 1),
-        "us_per_chunk": round(cpu / max(chunks, 1.0) * 1e6, 1),
-        "system_us_per_chunk": round((cpu1[1] - cpu0[1]) / max(chunks, 1.0) * 1e6, 1),
+        **row(reader, rate, users, measured),
         "itl_p99_ms": itl,
         "coalesced_percent": round(stamps["coalesced_reads"] / max(stamps["kernel_reads"], 1) * 100, 2),
         "client_delay_p99_ms": stamps["client_delay_ms"]["p99"],
         "selftest_us_per_chunk": selftest.get("chunk_cost_us"),
+        "selftest_coalescing_from": selftest.get("coalescing_from_chunks_per_s"),
+        "selftest_levels": selftest.get("levels"),
     }
+
+
+def vllm_bench(port: int, rate: float, seconds: float, core: int) -> dict | None:
+    """``vllm bench serve`` (vLLM's CPU build, .venv-vllm, bench-only) on the same server and core,
+    the same streams (extra body: the server's timed mode), measured over the same kind of window
+    once it streams at 90% of the rate; None when its venv or the tiny model's tokenizer is absent."""
+    from tests.engines import tiny_model, vllm_python
+
+    py = vllm_python()
+    if py is None:
+        print("peer skipped: vllm bench needs .venv-vllm (make engines)")
+        return None
+    users = max(1, round(rate / PER_STREAM))
+    spec = {"llmload_test": {"mode": "timed", "n": CHUNKS, "first_ms": 20, "interval_ms": 20}}
+    with tempfile.TemporaryDirectory(prefix="llmload-fullrun-vllm-") as d:
+        tokenizer = tiny_model(Path(d))
+        prompts = users * (int(seconds / (CHUNKS / PER_STREAM)) + 20)  # more than the window reads
+        cmd = [str(py.parent / "vllm"), "bench", "serve", "--backend", "openai-chat"]
+        cmd += ["--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/chat/completions"]
+        cmd += ["--model", "test-model", "--tokenizer", str(tokenizer), "--dataset-name", "random"]
+        cmd += ["--random-input-len", "40", "--random-output-len", str(CHUNKS), "--ignore-eos"]
+        cmd += ["--num-prompts", str(prompts), "--max-concurrency", str(users), "--request-rate", "inf"]
+        cmd += ["--extra-body", json.dumps(spec), "--disable-tqdm"]
+        proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        os.sched_setaffinity(proc.pid, {core})
+        try:
+            steady(port, rate, proc)
+            measured = window(psutil.Process(proc.pid), port, seconds)
+        finally:
+            proc.kill()
+            proc.communicate(timeout=60)
+    return row("vllm", rate, users, measured)
 
 
 def main() -> int:
@@ -138,6 +217,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=24.0)
     ap.add_argument("--settle", type=float, default=10.0)
     ap.add_argument("--readers", default="batched,greenlet")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of the first reader per rate (medians)")
+    ap.add_argument("--no-peers", action="store_true", help="skip vllm bench serve")
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="llmload-fullrun-srv-") as d:
@@ -163,28 +244,72 @@ def main() -> int:
                 time.sleep(0.05)
             port = int(port_file.read_text())
             rows = []
+            readers = args.readers.split(",")
             for rate in [float(r) for r in args.rates.split(",")]:
-                for reader in args.readers.split(","):
-                    row = one(port, rate, args.seconds, args.settle, reader, cores[0])
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+                for reader in readers:
+                    for _ in range(args.repeats if reader == readers[0] else 1):
+                        r = one(port, rate, args.seconds, args.settle, reader, cores[0], cores[-1])
+                        rows.append(r)
+                        print(json.dumps(r), flush=True)
+                peer = None if args.no_peers else vllm_bench(port, rate, args.seconds - args.settle, cores[0])
+                if peer is not None:
+                    rows.append(peer)
+                    print(json.dumps(peer), flush=True)
         finally:
             server.kill()
             server.wait()
-    print("\nchunks/s asked | reader | chunks/s read | client CPU | us per chunk | ITL p99 (server: 20 ms)")
+    print("\nchunks/s asked | client | chunks/s read | client CPU | us per chunk | ITL p99 (server: 20 ms)")
     for r in rows:
         print(
             f"{r['rate_asked']:>14,.0f} | {r['reader']:<8} | {r['chunks_per_s']:>13,.0f} | {r['cpu_percent']:>9.0f}% |"
-            f" {r['us_per_chunk']:>12.1f} | {r['itl_p99_ms']}"
+            f" {r['us_per_chunk']:>12.1f} | {r.get('itl_p99_ms', '-')}"
         )
-    readers = args.readers.split(",")
-    if len(readers) == 2:
-        for rate in sorted({r["rate_asked"] for r in rows}):
-            a, b = (next(r for r in rows if r["rate_asked"] == rate and r["reader"] == x) for x in readers)
+    for rate in sorted({r["rate_asked"] for r in rows}):
+        ours, peer = (
+            median_of(rows, rate, "batched", "us_per_chunk"),
+            median_of(rows, rate, "vllm", "us_per_chunk"),
+        )
+        if ours and peer:
             print(
-                f"{rate:,.0f} chunks/s: {readers[0]} / {readers[1]} CPU per chunk = {a['us_per_chunk'] / b['us_per_chunk']:.2f}"
+                f"{rate:,.0f} chunks/s: llmload (batched) / vllm bench serve CPU per chunk = {ours / peer:.2f}"
             )
-    return 0
+    return compare(rows, args.readers.split(","))
+
+
+def median_of(rows: list[dict], rate: float, reader: str, key: str) -> float | None:
+    xs = [
+        r[key] for r in rows if r["rate_asked"] == rate and r["reader"] == reader and r.get(key) is not None
+    ]
+    return statistics.median(xs) if xs else None
+
+
+def compare(rows: list[dict], readers: list[str]) -> int:
+    """The readers side by side, and the self-test held to the run (medians over the repeats)."""
+    failed = 0
+    for rate in sorted({r["rate_asked"] for r in rows}):
+        cost = {x: median_of(rows, rate, x, "us_per_chunk") for x in readers}
+        if len(readers) == 2 and cost[readers[0]] and cost[readers[1]]:
+            ratio = cost[readers[0]] / cost[readers[1]]  # type: ignore[operator]
+            print(f"{rate:,.0f} chunks/s: {readers[0]} / {readers[1]} CPU per chunk (median) = {ratio:.2f}")
+        predicted = median_of(rows, rate, "batched", "selftest_us_per_chunk")
+        measured = cost.get("batched")
+        if predicted is None or not measured:
+            continue
+        ratio = predicted / measured
+        ok = abs(ratio - 1) <= TOLERANCE
+        failed += not ok
+        onsets = [
+            r["selftest_coalescing_from"]
+            for r in rows
+            if r["rate_asked"] == rate and r["reader"] == "batched"
+        ]
+        coalesced = median_of(rows, rate, "batched", "coalesced_percent")
+        print(
+            f"self-test at {rate:,.0f} chunks/s: {predicted:.1f} us per chunk against the run's {measured:.1f}"
+            f" (predicted / measured {ratio:.2f}); its reads coalesced from {onsets} chunks/s, the run's"
+            f" {coalesced}%  check {'ok' if ok else 'FAILED'} (within {TOLERANCE:.0%})"
+        )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

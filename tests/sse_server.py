@@ -40,6 +40,10 @@ first content chunk was written, the wall clock at that write, the clock of requ
 ``start_time``, and how many requests carried the id),
 so a benchmark joins each line of requests.jsonl to what the server did for it.
 
+GET /llmload_test/sent answers ``{"chunks": N}``, the content chunks written so far in timed mode
+(a benchmark's count of what any client read, llmload or a peer such as ``vllm bench serve``, which
+sends ``llmload_test`` with ``--extra-body``).
+
 Any other path answers /health and /v1/models so readiness checks pass.
 """
 
@@ -60,6 +64,7 @@ STALL_FIRST: dict[str, float] = {}
 CYCLES: dict[str, dict[str, object]] = {}  # cycle key -> {"received": n, "by_spec": [n, ...]}
 STREAM_HEAD = b"HTTP/1.1 %d X\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 REQUESTS: dict[str, dict[str, float]] = {}  # X-Request-Id -> {"arrived": t, "first_sent": t} (timed mode)
+SENT = {"chunks": 0}  # content chunks written in timed mode (GET /llmload_test/sent)
 
 
 def now() -> float:
@@ -157,6 +162,8 @@ class Conn(asyncio.Protocol):
                 self.simple(200, CYCLES.get(key, {"received": 0, "by_spec": []}))
             elif path.startswith("/llmload_test/requests"):  # the request-id log (timed mode)
                 self.simple(200, REQUESTS)
+            elif path.startswith("/llmload_test/sent"):  # content chunks written so far (timed mode)
+                self.simple(200, SENT)
             elif path.startswith("/v1/models"):
                 self.simple(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
             else:
@@ -272,6 +279,7 @@ class Conn(asyncio.Protocol):
                 log["first_sent"] = ev["x_ts"]  # type: ignore[assignment]
                 log["first_sent_wall"] = time.time()
             data = chunk(b"data: " + json.dumps(ev).encode() + b"\n\n")
+            SENT["chunks"] += 1
             if held and i == 0:
                 self.write(STREAM_HEAD % 200 + role + data)
             else:

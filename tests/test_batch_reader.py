@@ -24,12 +24,12 @@ def _request(n: int = CHUNKS, interval_ms: float = 5.0) -> object:
     return build_request(api="chat", model="m", prompt="hi", max_tokens=n, extra_body={"llmload_test": spec})
 
 
-def _streams(url: str, *, batched: bool, streams: int) -> list[RequestRecord]:
+def _streams(url: str, *, batched: bool, streams: int, kernel: bool = True) -> list[RequestRecord]:
     req = _request()
     out: list[RequestRecord] = []
 
     def one() -> None:
-        tr = GeventTransport(url, batched=batched)
+        tr = GeventTransport(url, batched=batched, kernel_stamps=kernel)
         try:
             for _ in range(2):  # the second on the kept connection
                 out.append(stream_request(tr, req, RequestRecord(target="t")))  # type: ignore[arg-type]
@@ -40,11 +40,12 @@ def _streams(url: str, *, batched: bool, streams: int) -> list[RequestRecord]:
     return out
 
 
-@pytest.mark.parametrize("batched", [True, False])
-def test_both_readers_give_whole_records(sse_server: str, batched: bool) -> None:
+@pytest.mark.parametrize(("batched", "kernel"), [(True, True), (True, False), (False, True)])
+def test_both_readers_give_whole_records(sse_server: str, batched: bool, kernel: bool) -> None:
+    # kernel False: the pool's plain sockets (client.timestamps: user) are read by the loop too
     reader = BatchReader.of_hub()
     reads0 = reader.reads
-    recs = _streams(sse_server, batched=batched, streams=20)
+    recs = _streams(sse_server, batched=batched, streams=20, kernel=kernel)
     assert len(recs) == 40
     assert all(r.status == "ok" for r in recs), Counter(r.status for r in recs)
     assert all(r.output_tokens == CHUNKS and r.chunks == CHUNKS and len(r.itl_s) == CHUNKS - 1 for r in recs)

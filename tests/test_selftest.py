@@ -9,6 +9,8 @@ import pytest
 
 from llmload.client.selftest import (
     AUTO_MIN_CHUNKS_PER_S,
+    COALESCED_PERCENT,
+    Level,
     expected_chunks_per_s,
     judge,
     measure,
@@ -26,10 +28,33 @@ from tests.conftest import llmload_run, two_sim_scenario
 
 @pytest.mark.integration
 def test_measure_reads_a_real_loopback_server() -> None:
-    chunks, cpu_s = measure(seconds=0.5, streams=4, interval_ms=5.0)
-    assert chunks > 0  # chunks read from the real server (how many depends on this host's load)
-    assert cpu_s > 0
-    assert judge("on", chunks, cpu_s, 100.0, 1).chunk_cost_us > 0
+    levels = measure(seconds=0.6, streams=4, interval_ms=5.0, steps=1)
+    first = levels[0]
+    # chunks read from the real server in the steady window (how many depends on this host's load),
+    # and every body read of the level counted by the transport's stamps, as a run's are
+    assert first.streams == 4 and first.chunks > 0 and first.cpu_s > 0 and 0 < first.seconds < 0.6
+    assert first.reads >= first.chunks
+    if first.coalesced_percent < COALESCED_PERCENT and first.cpu_s < 0.95 * first.seconds:
+        assert len(levels) == 2 and levels[1].streams > 4 and levels[1].chunks > 0  # the search went on
+    st = judge("on", first.chunks, first.cpu_s, 100.0, 1, levels=levels)
+    assert st.chunk_cost_us > 0 and len(st.levels) == len(levels)
+
+
+def _level(streams: int, chunks: int, cpu_s: float, coalesced: int) -> Level:
+    return Level(streams=streams, chunks=chunks, cpu_s=cpu_s, seconds=1.0, reads=1000, coalesced=coalesced)
+
+
+def test_the_rate_where_reads_coalesce_is_the_first_level_past_the_threshold() -> None:
+    levels = [_level(10, 500, 0.1, 0), _level(16, 800, 0.2, 5), _level(26, 1300, 0.4, 30)]
+    st = judge("on", 500, 0.1, expected=500.0, processes=1, levels=levels)
+    # 0.5% of reads at 800 chunks/s is under COALESCED_PERCENT; 3% at 1,300 is past it
+    assert [lv.coalesced_percent for lv in st.levels] == [0.0, 0.5, 3.0]
+    assert st.coalescing_from_chunks_per_s == 1300.0 and st.warning is None  # 500 is under both limits
+    past = judge("on", 500, 0.1, expected=2 * 1300.0, processes=2, levels=levels)
+    assert past.load_percent == 26.0 and past.warning is not None  # under 80% of a core, past the onset
+    assert "past 1,300 chunks/s, where reads coalesced here" in past.warning and "\n" not in past.warning
+    none = judge("on", 500, 0.1, expected=500.0, processes=1, levels=levels[:2])
+    assert none.coalescing_from_chunks_per_s is None
 
 
 def test_warning_when_the_share_per_process_passes_the_limit() -> None:

