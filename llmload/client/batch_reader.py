@@ -29,6 +29,7 @@ import gevent
 from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
+from llmload.base.hub_local import per_hub
 from llmload.client.failures import ConnectFailed
 
 OnBlock = Callable[[float, bytes], bool]  # (the read's stamp, body bytes) -> stop reading
@@ -66,12 +67,7 @@ class BatchReader:
     @classmethod
     def of_hub(cls) -> BatchReader:
         """This thread's reader (one per gevent hub), made at its first stream."""
-        hub = gevent.get_hub()
-        reader: BatchReader | None = getattr(hub, "llmload_batch_reader", None)
-        if reader is None:
-            reader = cls()
-            setattr(hub, "llmload_batch_reader", reader)  # noqa: B010 - a hub is a plain object
-        return reader
+        return per_hub("llmload_batch_reader", cls)
 
     def follow(self, resp: Ready, fd: int, on_block: OnBlock) -> bool:
         """Read ``fd`` (``resp``'s socket) until its body ends (True) or ``on_block`` stops (False);

@@ -28,6 +28,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import gevent
 import gevent.socket
@@ -119,15 +120,8 @@ class GeventResponse:
             return False
         if self._resp.message_complete:
             return True
-        dog = Watchdog.of_hub() if self.limit is not None else None
-        if dog is not None:
-            self.last_read = time.perf_counter()
-            dog.add(self)
-        try:
+        with self._watched():
             return self.reader.follow(self, sock.fileno(), on_block)
-        finally:
-            if dog is not None:
-                dog.remove(self)
 
     def read_ready(self, on_block: OnBlock) -> bool | None:
         """One read of a socket the batch reader found ready, handed on: True when the body ended,
@@ -163,12 +157,18 @@ class GeventResponse:
         first = self._headers_block()
         if first is not None:
             yield first
+        with self._watched():
+            yield from self._read(self._resp)
+
+    @contextmanager
+    def _watched(self) -> Iterator[None]:
+        """The event loop's watchdog follows this stream while its body is read (with a silence limit)."""
         dog = Watchdog.of_hub() if self.limit is not None else None
         if dog is not None:
             self.last_read = time.perf_counter()
             dog.add(self)
         try:
-            yield from self._read(self._resp)
+            yield
         finally:
             if dog is not None:
                 dog.remove(self)

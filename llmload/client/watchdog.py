@@ -13,6 +13,8 @@ from typing import Protocol
 
 import gevent
 
+from llmload.base.hub_local import per_hub
+
 CHECK_S = 0.5
 
 
@@ -35,12 +37,7 @@ class Watchdog:
     @classmethod
     def of_hub(cls) -> Watchdog:
         """This thread's watchdog (one per gevent hub), made at its first stream."""
-        hub = gevent.get_hub()
-        dog: Watchdog | None = getattr(hub, "llmload_watchdog", None)
-        if dog is None:
-            dog = cls()
-            setattr(hub, "llmload_watchdog", dog)  # noqa: B010 - a hub is a plain object
-        return dog
+        return per_hub("llmload_watchdog", cls)
 
     def add(self, r: Watched) -> None:
         self.active[id(r)] = r
