@@ -24,7 +24,7 @@ def bears_token(choice: dict[str, Any]) -> bool:
     if isinstance(delta, dict):
         content = delta.get("content")
         if content and isinstance(content, str):
-            return True  # most chunks: answer text, with or without a role (1 us per chunk saved)
+            return True  # most chunks: answer text, with or without a role; the list below is for the rest
         texts = [delta[k] for k in _TEXT_FIELDS if isinstance(delta.get(k), str)]
         if delta.get("tool_calls"):
             return True

@@ -1,10 +1,11 @@
 """What a failed response said: its failure class and the server's own message (docs/metrics.md).
 
 An HTTP error status maps to a class (``classify_http``); a 200 whose body is no SSE stream at all
-is classified by what it is (``not_a_stream``); a request that got no whole response raises
-``ConnectFailed`` or ``TimedOut`` in the transport; either way the error text is the server's message:
+is classified by what it is (``not_a_stream``); either way the error text is the server's message:
 a JSON error's ``message``, an HTML page's title (a proxy's 502, a login gateway), else the
-body's first words (``error_message``). No Locust, no transport: bytes in, words out.
+body's first words (``error_message``). No Locust, no transport: bytes in, words out. A request
+that got no whole response is one of the two exceptions here, raised by the transport and the
+batch reader (``ConnectFailed``, ``TimedOut``) and turned into its record's status by the stream client.
 
 Every shortening of the server's words goes through ``secrets.clip``: masked first, then cut, so a
 key the server echoed cannot survive as a prefix the mask no longer knows (issue 30).
