@@ -70,31 +70,39 @@ class Tap(GeventTransport):
 
     def send(self, method, path, headers, body):  # type: ignore[override]
         resp = super().send(method, path, headers, body)
-        inner = resp.blocks
+        inner = resp.consume  # the batch reader's path, as a run's (llmload/client/response.py)
         sink = self.sink
         fixed = self.fixed_1k
 
-        def blocks():
+        def consume(on_block):
             if not fixed:
-                for t, data in inner():
+
+                def tap(t, data):
                     sink.append((t, data))
-                    yield t, data
-                return
+                    return on_block(t, data)
+
+                return inner(tap)
             # Baseline: deliver only whole 1 KB pieces, as iter_content(1024) does.
-            pending = b""
-            for _t, data in inner():
-                pending += data
-                while len(pending) >= 1024:
-                    piece, pending = pending[:1024], pending[1024:]
+            pending = [b""]
+
+            def pieces(_t, data):
+                pending[0] += data
+                while len(pending[0]) >= 1024:
+                    piece, pending[0] = pending[0][:1024], pending[0][1024:]
                     now = time.perf_counter()
                     sink.append((now, piece))
-                    yield now, piece
-            if pending:
-                now = time.perf_counter()
-                sink.append((now, pending))
-                yield now, pending
+                    if on_block(now, piece):
+                        return True
+                return False
 
-        resp.blocks = blocks  # type: ignore[method-assign]
+            complete = inner(pieces)
+            if complete and pending[0]:
+                now = time.perf_counter()
+                sink.append((now, pending[0]))
+                on_block(now, pending[0])
+            return complete
+
+        resp.consume = consume  # type: ignore[method-assign]
         return resp
 
 

@@ -40,7 +40,11 @@ from llmload.client.stamped_socket import StampedSocket
 from llmload.client.watchdog import Watchdog
 from llmload.measure.stamps import ReadStamps
 
-_TIMEOUTS = (socket.timeout, gevent.Timeout, TimeoutError)
+TIMEOUTS = (
+    socket.timeout,
+    gevent.Timeout,
+    TimeoutError,
+)  # a read or a wait that timed out (transport.py too)
 
 
 class GeventResponse:
@@ -208,7 +212,7 @@ class GeventResponse:
 
     def _failed(self, e: BaseException) -> Exception:
         """A read that raised: a timeout or a socket the watchdog shut is TimedOut, the rest ConnectFailed."""
-        if isinstance(e, _TIMEOUTS) or self.timed_out:
+        if isinstance(e, TIMEOUTS) or self.timed_out:
             return TimedOut(self._silence())
         return ConnectFailed(str(e))
 

@@ -24,11 +24,9 @@ from geventhttpclient.url import URL
 from llmload.client import batch_reader
 from llmload.client.batch_reader import BatchReader
 from llmload.client.failures import ConnectFailed, TimedOut
-from llmload.client.response import GeventResponse
+from llmload.client.response import TIMEOUTS, GeventResponse
 from llmload.client.stamped_socket import KERNEL_STAMPS, SO_TIMESTAMPNS, StampedSocket
 from llmload.measure.stamps import ReadStamps
-
-_TIMEOUTS = (socket.timeout, gevent.Timeout, TimeoutError)
 
 
 class GeventTransport:
@@ -87,7 +85,7 @@ class GeventTransport:
             if e is not timer:
                 raise
             raise TimedOut(f"no response headers within {wait:g} s (client.first_byte_timeout)") from None
-        except _TIMEOUTS as e:
+        except TIMEOUTS as e:
             raise TimedOut(f"no response headers within {wait} s (client.first_byte_timeout)") from e
         except (OSError, HTTPConnectionClosed, HTTPParseError) as e:
             raise ConnectFailed(f"{type(e).__name__}: {e}") from e
