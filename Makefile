@@ -54,8 +54,10 @@ seed-real: $(STAMP) engines
 	rm -rf results/seed-real-cpu  # a results directory holds one run (docs/results.md)
 	$(BIN)/python scripts/engines/seed_compare.py --results results/seed-real-cpu
 
-## make bench: speed and accuracy benchmarks (ratios against baselines measured in the same run)
-bench: $(STAMP)
+## make bench: speed and accuracy benchmarks (ratios against baselines measured in the same run; the
+## peer clients, vllm bench serve and AIPerf, each in its own bench-only virtualenv)
+bench: $(STAMP) engines
+	@bash scripts/bench/aiperf.sh
 	$(BIN)/python bench/run_all.py
 
 lint: $(STAMP)
@@ -63,4 +65,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .venv-vllm .venv-aphrodite results .pytest_cache .ruff_cache test-artifacts
+	rm -rf $(VENV) .venv-vllm .venv-aphrodite .venv-aiperf results .pytest_cache .ruff_cache test-artifacts

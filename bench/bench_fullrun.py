@@ -15,10 +15,11 @@ second core would hold it on a quiet host): its predicted cost per chunk at that
 against the measured one, within ``TOLERANCE`` (``check ok`` / ``check FAILED``), and the rate at
 which its reads coalesced is printed beside the run's own share of coalesced reads.
 
-A peer in the same run: ``vllm bench serve`` from vLLM's CPU venv (.venv-vllm, bench-only, not a
-dependency), on the same server, core and streams, measured once it streams at 90% of the rate (its
-torch import is not counted). Chunks are counted by the server (GET /llmload_test/sent) for every
-client, over each one's window.
+Peers in the same run (bench/peers.py): ``vllm bench serve`` (vLLM's CPU venv) and AIPerf (its own
+venv), both bench-only, not dependencies, on the same server, core and streams, measured once they
+stream (their start-up is not counted). Chunks are counted by the server (GET /llmload_test/sent)
+for every client, over each one's window (bench/clientcpu.py). A client that one core holds under
+the rate shows the rate it reached.
 
     python bench/bench_fullrun.py [--rates 5000,10000,20000] [--seconds 24] [--readers batched,greenlet]
                                   [--repeats 3] [--no-peers]
@@ -35,15 +36,16 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-PER_STREAM = 50.0  # chunks/s: one every 20 ms
-CHUNKS = 200
+
+from clientcpu import CHUNKS, PER_STREAM, quiet, row, window  # noqa: E402
+from peers import aiperf, vllm_bench  # noqa: E402
+
 TOLERANCE = 0.15  # the self-test's cost per chunk against the run's (issue 27)
 
 
@@ -72,59 +74,6 @@ def scenario(port: int, users: int, seconds: float, reader: str) -> str:
     )
 
 
-def tree_cpu(p: psutil.Process) -> tuple[float, float]:
-    """(user, system) CPU seconds of ``p`` and its children."""
-    user = system = 0.0
-    for q in [p, *p.children(recursive=True)]:
-        try:
-            t = q.cpu_times()
-        except psutil.Error:
-            continue
-        user, system = user + t.user, system + t.system
-    return user, system
-
-
-def sent(port: int) -> int:
-    """Content chunks the server has written so far (tests/sse_server.py): what any client read."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/llmload_test/sent", timeout=10) as r:
-        return int(json.loads(r.read())["chunks"])
-
-
-def window(p: psutil.Process, port: int, seconds: float) -> tuple[float, float, float, int]:
-    """(CPU user, CPU system, wall seconds, chunks the server sent) over the next ``seconds``."""
-    (u0, s0), n0, t0 = tree_cpu(p), sent(port), time.time()
-    time.sleep(seconds)
-    (u1, s1), n1, t1 = tree_cpu(p), sent(port), time.time()
-    return u1 - u0, s1 - s0, t1 - t0, n1 - n0
-
-
-def steady(port: int, rate: float, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
-    """Wait until the server sends at least 90% of ``rate`` (a peer's start-up, torch's import included)."""
-    end = time.time() + timeout_s
-    last, t_last = sent(port), time.time()
-    while time.time() < end and proc.poll() is None:
-        time.sleep(1.0)
-        n, t = sent(port), time.time()
-        if (n - last) / (t - t_last) >= 0.9 * rate:
-            time.sleep(1.0)
-            return
-        last, t_last = n, t
-    raise SystemExit(f"the client never reached 90% of {rate:,.0f} chunks/s: {proc.args}")
-
-
-def row(client: str, rate: float, users: int, cpu: tuple[float, float, float, int]) -> dict:
-    user, system, wall, chunks = cpu
-    return {
-        "reader": client,
-        "rate_asked": rate,
-        "users": users,
-        "chunks_per_s": round(chunks / wall, 1),
-        "cpu_percent": round((user + system) / wall * 100, 1),
-        "us_per_chunk": round((user + system) / max(chunks, 1) * 1e6, 1),
-        "system_us_per_chunk": round(system / max(chunks, 1) * 1e6, 1),
-    }
-
-
 def pin_children(p: psutil.Process, core: int, seconds: float) -> None:
     """Move the run's children (the self-test's loopback server) to ``core`` as they appear."""
     end = time.time() + seconds
@@ -139,6 +88,7 @@ def pin_children(p: psutil.Process, core: int, seconds: float) -> None:
 
 def one(port: int, rate: float, seconds: float, settle: float, reader: str, core: int, other: int) -> dict:
     users = max(1, round(rate / PER_STREAM))
+    quiet(port)  # the last client's streams have ended
     with tempfile.TemporaryDirectory(prefix="llmload-fullrun-") as d:
         sc = Path(d) / "s.yaml"
         sc.write_text(scenario(port, users, seconds, reader))
@@ -179,38 +129,6 @@ def one(port: int, rate: float, seconds: float, settle: float, reader: str, core
     }
 
 
-def vllm_bench(port: int, rate: float, seconds: float, core: int) -> dict | None:
-    """``vllm bench serve`` (vLLM's CPU build, .venv-vllm, bench-only) on the same server and core,
-    the same streams (extra body: the server's timed mode), measured over the same kind of window
-    once it streams at 90% of the rate; None when its venv or the tiny model's tokenizer is absent."""
-    from tests.engines import tiny_model, vllm_python
-
-    py = vllm_python()
-    if py is None:
-        print("peer skipped: vllm bench needs .venv-vllm (make engines)")
-        return None
-    users = max(1, round(rate / PER_STREAM))
-    spec = {"llmload_test": {"mode": "timed", "n": CHUNKS, "first_ms": 20, "interval_ms": 20}}
-    with tempfile.TemporaryDirectory(prefix="llmload-fullrun-vllm-") as d:
-        tokenizer = tiny_model(Path(d))
-        prompts = users * (int(seconds / (CHUNKS / PER_STREAM)) + 20)  # more than the window reads
-        cmd = [str(py.parent / "vllm"), "bench", "serve", "--backend", "openai-chat"]
-        cmd += ["--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/chat/completions"]
-        cmd += ["--model", "test-model", "--tokenizer", str(tokenizer), "--dataset-name", "random"]
-        cmd += ["--random-input-len", "40", "--random-output-len", str(CHUNKS), "--ignore-eos"]
-        cmd += ["--num-prompts", str(prompts), "--max-concurrency", str(users), "--request-rate", "inf"]
-        cmd += ["--extra-body", json.dumps(spec), "--disable-tqdm"]
-        proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        os.sched_setaffinity(proc.pid, {core})
-        try:
-            steady(port, rate, proc)
-            measured = window(psutil.Process(proc.pid), port, seconds)
-        finally:
-            proc.kill()
-            proc.communicate(timeout=60)
-    return row("vllm", rate, users, measured)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rates", default="5000,10000,20000")
@@ -218,7 +136,7 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=10.0)
     ap.add_argument("--readers", default="batched,greenlet")
     ap.add_argument("--repeats", type=int, default=3, help="runs of the first reader per rate (medians)")
-    ap.add_argument("--no-peers", action="store_true", help="skip vllm bench serve")
+    ap.add_argument("--no-peers", action="store_true", help="skip vllm bench serve and AIPerf")
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="llmload-fullrun-srv-") as d:
@@ -251,10 +169,11 @@ def main() -> int:
                         r = one(port, rate, args.seconds, args.settle, reader, cores[0], cores[-1])
                         rows.append(r)
                         print(json.dumps(r), flush=True)
-                peer = None if args.no_peers else vllm_bench(port, rate, args.seconds - args.settle, cores[0])
-                if peer is not None:
-                    rows.append(peer)
-                    print(json.dumps(peer), flush=True)
+                for run_peer in () if args.no_peers else (vllm_bench, aiperf):
+                    peer = run_peer(port, rate, args.seconds - args.settle, cores[0])
+                    if peer is not None:
+                        rows.append(peer)
+                        print(json.dumps(peer), flush=True)
         finally:
             server.kill()
             server.wait()
@@ -265,14 +184,11 @@ def main() -> int:
             f" {r['us_per_chunk']:>12.1f} | {r.get('itl_p99_ms', '-')}"
         )
     for rate in sorted({r["rate_asked"] for r in rows}):
-        ours, peer = (
-            median_of(rows, rate, "batched", "us_per_chunk"),
-            median_of(rows, rate, "vllm", "us_per_chunk"),
-        )
-        if ours and peer:
-            print(
-                f"{rate:,.0f} chunks/s: llmload (batched) / vllm bench serve CPU per chunk = {ours / peer:.2f}"
-            )
+        ours = median_of(rows, rate, "batched", "us_per_chunk")
+        for peer_name, label in (("vllm", "vllm bench serve"), ("aiperf", "AIPerf")):
+            peer = median_of(rows, rate, peer_name, "us_per_chunk")
+            if ours and peer:
+                print(f"{rate:,.0f} chunks/s: llmload (batched) / {label} CPU per chunk = {ours / peer:.2f}")
     return compare(rows, args.readers.split(","))
 
 

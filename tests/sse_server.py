@@ -256,7 +256,9 @@ class Conn(asyncio.Protocol):
         first = float(spec.get("first_ms", 20)) / 1000.0
         step = float(spec.get("interval_ms", 20)) / 1000.0
         k = int(spec.get("tokens_per_chunk", 1))
-        role = chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n')
+        role = chunk(
+            b'data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+        )
         held = bool(spec.get("with_headers"))
         if not held:
             self.start_stream()
@@ -268,6 +270,7 @@ class Conn(asyncio.Protocol):
 
         def send(i: int) -> None:
             ev = {
+                "object": "chat.completion.chunk",  # vLLM sends it; AIPerf drops a chunk without it
                 "choices": [{"index": 0, "delta": {"content": " tok" * k}, "finish_reason": None}],
                 "x_ts": now(),
                 "x_t0": t0,
@@ -287,7 +290,9 @@ class Conn(asyncio.Protocol):
             if i == n - 1:
                 usage = {"prompt_tokens": 10, "completion_tokens": n * k, "total_tokens": 10 + n * k}
                 tail = (
-                    b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n"
+                    b"data: "
+                    + json.dumps({"object": "chat.completion.chunk", "choices": [], "usage": usage}).encode()
+                    + b"\n\ndata: [DONE]\n\n"
                 )
                 self.write(chunk(tail) + b"0\r\n\r\n")
 
