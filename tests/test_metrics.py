@@ -141,3 +141,24 @@ def test_target_stats_count_failures_and_merge_over_the_wire() -> None:
     assert merged.output_tokens == 9
     tpot = merged.histograms["tpot"].percentile_us(50)
     assert tpot == 25000  # (e2e - ttft) / (tokens - 1) = 0.05 / 2
+
+
+def test_record_all_equals_recording_each_value() -> None:
+    """A request's gaps in one call hold what recording them one by one holds: sparse and dense
+    pages, a negative gap clamped to 0, a dense count widened past 32 bits, min, max and mean."""
+    rng = random.Random(7)
+    gaps = [abs(rng.gauss(0.020, 0.003)) for _ in range(3000)] + [rng.uniform(0.1, 9.0) for _ in range(50)]
+    gaps += [-0.000004, 0.0, 1e-7]
+    one, many = Histogram(), Histogram()
+    for g in gaps:
+        one.record(g)
+    for i in range(0, len(gaps), 200):  # requests of 200 gaps, into a histogram already holding some
+        many.record_all(gaps[i : i + 200])
+    many.record_all([])
+    assert many._pages and many.to_dict() == one.to_dict()
+    assert many.summary_ms() == one.summary_ms() and many.min_us == one.min_us == 0
+    for h in (one, many):
+        h.record(0.0200, n=2**32 - 1)
+    one.record(0.0200)
+    many.record_all([0.0200])
+    assert many.to_dict() == one.to_dict() and dict(many.items())[20000] > 2**32 - 1

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 
 import gevent
 import gevent.socket
+from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
 from llmload.client.batch_reader import BatchReader, OnBlock
@@ -40,6 +41,9 @@ from llmload.client.stamped_socket import StampedSocket
 from llmload.client.watchdog import Watchdog
 from llmload.measure.stamps import ReadStamps
 
+# The C parser's feed, without geventhttpclient's wrapper (which mends only a HEAD response's body,
+# and a stream is never one)
+_FEED = HTTPResponseParser.feed
 TIMEOUTS = (
     socket.timeout,
     gevent.Timeout,
@@ -58,6 +62,10 @@ class GeventResponse:
         reader: BatchReader | None = None,
     ) -> None:
         self._resp = resp
+        # The body's bytes go straight into its buffer: the C parser looks its callback up by name at
+        # each chunk, and a bound builtin found there spares a Python frame. With the parser's own
+        # feed in _took: 1.18 -> 0.62 us a chunk (timeit, one vLLM-shaped chunk a feed, 2026-12-07).
+        setattr(resp, "_on_body", resp._body_buffer.extend)  # noqa: B010 - a method replaced on purpose
         self.reader = reader  # None: the body is read in the request's own greenlet
         self._stamps = stamps if stamps is not None else ReadStamps()
         self.status = resp.status_code
@@ -235,7 +243,7 @@ class GeventResponse:
         else:
             stamp = self._stamped(stamped, t)
             try:
-                resp.feed(data)
+                _FEED(resp, data)
             except HTTPParseError as e:
                 raise ConnectFailed(f"bad HTTP framing: {e}") from e
         if not buf:

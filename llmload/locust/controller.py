@@ -11,6 +11,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -294,7 +295,7 @@ class LLMRun:
                 req,
                 rec,
                 total_timeout_s=self.sc.client.request_timeout,
-                progress=lambda n: windows.add(tokens, n),
+                progress=partial(windows.add, tokens),  # each read: no Python frame of its own
                 first_token=lambda ttft_s: self.collector.first_token(t, ttft_s),
                 count_tokens=self.source.output_counter,
                 shape=self.source.answer_shape,

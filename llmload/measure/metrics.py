@@ -103,9 +103,7 @@ class TargetStats:
         tpot = rec.tpot_s
         if tpot is not None:
             h["tpot"].record(tpot)
-        itl = h["itl"]
-        for gap in rec.itl_s:
-            itl.record(gap)
+        h["itl"].record_all(rec.itl_s)
         if rec.itl_tokens:
             itl_pt = h["itl_per_token"]
             for gap, k in zip(rec.itl_s, rec.itl_tokens, strict=False):
@@ -126,9 +124,7 @@ class TargetStats:
                 h[name].record(x)
         reasoning_gaps, answer_gaps = rec.phase_gaps()
         for name, gaps in (("itl_reasoning", reasoning_gaps), ("itl_answer", answer_gaps)):
-            hist = h[name]
-            for gap in gaps:
-                hist.record(gap)
+            h[name].record_all(gaps)
 
     def _add_turn(self, rec: RequestRecord) -> None:
         self.turns += 1
