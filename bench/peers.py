@@ -31,6 +31,7 @@ import os
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -50,37 +51,34 @@ def aiperf_command() -> Path | None:
 def vllm_bench(port: int, rate: float, seconds: float, core: int) -> dict | None:
     """``vllm bench serve`` over the same window once it streams at 90% of the rate; None when its
     venv is absent."""
-    from tests.engines import tiny_model, vllm_python
+    from tests.engines import vllm_python
 
     py = vllm_python()
     if py is None:
         print("peer skipped: vllm bench needs .venv-vllm (make engines)")
         return None
-    users = max(1, round(rate / PER_STREAM))
-    with tempfile.TemporaryDirectory(prefix="llmload-fullrun-vllm-") as d:
-        tokenizer = tiny_model(Path(d))
+
+    def command(_scratch: Path, tokenizer: Path, users: int) -> list[str]:
         prompts = users * (int(seconds / (CHUNKS / PER_STREAM)) + 20)  # more than the window reads
         cmd = [str(py.parent / "vllm"), "bench", "serve", "--backend", "openai-chat"]
         cmd += ["--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/chat/completions"]
         cmd += ["--model", "test-model", "--tokenizer", str(tokenizer), "--dataset-name", "random"]
         cmd += ["--random-input-len", "40", "--random-output-len", str(CHUNKS), "--ignore-eos"]
         cmd += ["--num-prompts", str(prompts), "--max-concurrency", str(users), "--request-rate", "inf"]
-        cmd += ["--extra-body", json.dumps(SPEC), "--disable-tqdm"]
-        return _measured("vllm", cmd, d, port, rate, users, seconds, core, ramp_s=None)
+        return cmd + ["--extra-body", json.dumps(SPEC), "--disable-tqdm"]
+
+    return _measured("vllm", command, port, rate, seconds, core, ramp_s=None)
 
 
 def aiperf(port: int, rate: float, seconds: float, core: int) -> dict | None:
     """AIPerf over the same kind of window; it is measured at the rate it reaches when one core holds
-    it below 90% of the rate (15 s after its first chunk). None when its venv is absent."""
-    from tests.engines import tiny_model
-
+    it below 90% of the rate (15 s after it streams at half the rate). None when its venv is absent."""
     exe = aiperf_command()
     if exe is None:
         print("peer skipped: AIPerf needs .venv-aiperf (scripts/bench/aiperf.sh, run by make bench)")
         return None
-    users = max(1, round(rate / PER_STREAM))
-    with tempfile.TemporaryDirectory(prefix="llmload-fullrun-aiperf-") as d:
-        tokenizer = tiny_model(Path(d))
+
+    def command(scratch: Path, tokenizer: Path, users: int) -> list[str]:
         finish_rate = users / (CHUNKS / PER_STREAM)  # requests a second the closed loop completes
         cmd = [str(exe), "profile", "--model", "test-model", "--url", f"http://127.0.0.1:{port}"]
         cmd += ["--endpoint-type", "chat", "--streaming", "--tokenizer", str(tokenizer)]
@@ -88,43 +86,46 @@ def aiperf(port: int, rate: float, seconds: float, core: int) -> dict | None:
         cmd += ["--concurrency-ramp-duration", "4", "--benchmark-duration", f"{seconds + 90:g}"]
         cmd += ["--extra-inputs", json.dumps(SPEC), "--prompt-input-tokens-mean", "40"]
         cmd += ["--prompt-input-tokens-stddev", "0", "--ui", "none", "--no-server-metrics"]
-        cmd += ["--no-gpu-telemetry", "--artifact-dir", str(Path(d) / "artifacts")]
-        return _measured("aiperf", cmd, d, port, rate, users, seconds, core, ramp_s=15.0)
+        return cmd + ["--no-gpu-telemetry", "--artifact-dir", str(scratch / "artifacts")]
+
+    return _measured("aiperf", command, port, rate, seconds, core, ramp_s=15.0)
 
 
 def _measured(
     name: str,
-    cmd: list[str],
-    workdir: str,
+    command: Callable[[Path, Path, int], list[str]],
     port: int,
     rate: float,
-    users: int,
     seconds: float,
     core: int,
     ramp_s: float | None,
 ) -> dict:
-    """Run ``cmd`` pinned to ``core`` in its own session, measure its window once it streams, then end
-    its whole process group."""
+    """Run ``command(scratch directory, tokenizer, users)`` pinned to ``core``, in its own session and
+    that scratch directory; measure its window once it streams, then end its whole process group."""
+    from tests.engines import tiny_model
+
+    users = max(1, round(rate / PER_STREAM))
     quiet(port)
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env["TMPDIR"] = workdir
-    proc = subprocess.Popen(
-        cmd,
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    os.sched_setaffinity(proc.pid, {core})  # its children inherit the core
-    try:
-        steady(port, rate, proc, timeout_s=180.0, ramp_s=ramp_s)
-        measured = window(psutil.Process(proc.pid), port, seconds)
-    finally:
+    with tempfile.TemporaryDirectory(prefix=f"llmload-fullrun-{name}-") as d:
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env["TMPDIR"] = d
+        proc = subprocess.Popen(
+            command(Path(d), tiny_model(Path(d)), users),
+            cwd=d,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        os.sched_setaffinity(proc.pid, {core})  # its children inherit the core
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.communicate(timeout=60)
+            steady(port, rate, proc, timeout_s=180.0, ramp_s=ramp_s)
+            measured = window(psutil.Process(proc.pid), port, seconds)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate(timeout=60)
     return row(name, rate, users, measured)
