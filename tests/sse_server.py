@@ -13,7 +13,8 @@ The request body's ``llmload_test`` object chooses the behaviour:
   role chunk at once, then ``n`` content chunks scheduled on absolute times
   (first at ``first_ms`` after the request arrived, then every ``interval_ms``).
   Each chunk carries ``x_ts`` (the server's CLOCK_MONOTONIC at the write) and
-  ``x_t0`` (when the request arrived), so a test can compare what the client
+  ``x_t0`` (when the request arrived: on plain HTTP the kernel's receive stamp of its last
+  byte, not this loop's read of it), so a test can compare what the client
   measured with what the server actually did. ``"with_headers": true`` holds the response
   headers and the role chunk back and sends them in one write with the first content chunk.
 - ``{"mode": "raw", "status": 200, "frames": [[delay_ms, "text"], ...], "cut": false}``:
@@ -35,7 +36,7 @@ The request body's ``llmload_test`` object chooses the behaviour:
 
 Requests that carry ``X-Request-Id`` (llmload sends ``<run_id>-<target>-<index>``) are logged in
 timed mode: GET /llmload_test/requests answers ``{id: {"arrived": t, "first_sent": t, "first_sent_wall": t,
-"n": N}}`` (the server's CLOCK_MONOTONIC when the first request with that id was read and when its
+"n": N}}`` (the server's CLOCK_MONOTONIC when the first request with that id arrived and when its
 first content chunk was written, the wall clock at that write, the clock of requests.jsonl's
 ``start_time``, and how many requests carried the id),
 so a benchmark joins each line of requests.jsonl to what the server did for it.
@@ -60,6 +61,7 @@ import struct
 import time
 
 MONO = time.CLOCK_MONOTONIC
+SO_TIMESTAMPNS = 35  # Linux (asm-generic socket.h), as llmload/client/stamped_socket.py
 STALL_FIRST: dict[str, float] = {}
 CYCLES: dict[str, dict[str, object]] = {}  # cycle key -> {"received": n, "by_spec": [n, ...]}
 STREAM_HEAD = b"HTTP/1.1 %d X\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -112,12 +114,55 @@ class Conn(asyncio.Protocol):
         self.buf = b""
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.rsock: socket.socket | None = None  # plain HTTP: the connection read with kernel stamps
+        self.arrived: float | None = None  # the kernel's receive time of the last read (CLOCK_MONOTONIC)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if transport.get_extra_info("sslcontext") is None:
+            self._read_stamped()
+
+    def _read_stamped(self) -> None:
+        """Read requests with the kernel's receive stamps (SO_TIMESTAMPNS) instead of the transport, so
+        a request "arrived" when its last byte reached this host, not when this busy loop read it:
+        a TTFT measured from the client's kernel send then compares with the server's own exactly."""
+        assert self.transport is not None
+        # a second descriptor of the same socket: asyncio lets no reader near a transport's own
+        self.rsock = socket.socket(fileno=os.dup(self.transport.get_extra_info("socket").fileno()))
+        self.rsock.setblocking(False)
+        self.rsock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.transport.pause_reading()
+        asyncio.get_running_loop().add_reader(self.rsock.fileno(), self._readable, self.rsock.fileno())
+
+    def _readable(self, fd: int) -> None:
+        assert self.rsock is not None and self.transport is not None
+        try:
+            data, ancillary, _, _ = self.rsock.recvmsg(65536, socket.CMSG_SPACE(16))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            asyncio.get_running_loop().remove_reader(fd)
+            self.transport.abort()
+            return
+        if not data:  # the client closed
+            asyncio.get_running_loop().remove_reader(fd)
+            self.transport.close()
+            return
+        self.arrived = None
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
+                sec, nsec = struct.unpack_from("@qq", payload)
+                self.arrived = now() - (time.time() - (sec + nsec * 1e-9))
+        self.data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.rsock is not None:
+            try:
+                asyncio.get_running_loop().remove_reader(self.rsock.fileno())
+            except (OSError, ValueError):
+                pass
+            self.rsock.close()
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -155,7 +200,8 @@ class Conn(asyncio.Protocol):
         self.write(STREAM_HEAD % status)
 
     def handle(self, method: str, path: str, body: bytes) -> None:
-        t0 = now()
+        # when the request's last byte reached this host (kernel stamp), else when this loop read it
+        t0 = self.arrived if self.arrived is not None else now()
         if method == "GET":
             if path.startswith("/llmload_test/stats"):  # what a cycle key received, per behaviour
                 key = path.partition("key=")[2]
