@@ -109,23 +109,27 @@ def _measured(
     with tempfile.TemporaryDirectory(prefix=f"llmload-fullrun-{name}-") as d:
         env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
         env["TMPDIR"] = d
-        proc = subprocess.Popen(
-            command(Path(d), tiny_model(Path(d)), users),
-            cwd=d,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        out = Path(d) / "output.log"  # a file, not a pipe: a pipe nobody reads fills and stalls the peer
+        with out.open("wb") as log:
+            proc = subprocess.Popen(
+                command(Path(d), tiny_model(Path(d)), users),
+                cwd=d,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         os.sched_setaffinity(proc.pid, {core})  # its children inherit the core
         try:
             steady(port, rate, proc, timeout_s=180.0, ramp_s=ramp_s)
             measured = window(psutil.Process(proc.pid), port, seconds)
+        except SystemExit:
+            print(out.read_text(errors="replace")[-3000:])  # why it never streamed
+            raise
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            proc.communicate(timeout=60)
+            proc.wait(timeout=60)
     return row(name, rate, users, measured)
