@@ -121,14 +121,23 @@ def measure(
     kernel: bool = True,
     sends: bool = True,
     together: bool = False,
+    server_sends: bool = False,
 ) -> dict:
     """``sends``: requests start at the kernel's send (else the client's clock); ``together``: every
-    stream starts at once (else spread over one second)."""
+    stream starts at once (else spread over one second); ``server_sends``: the server reports its
+    kernel's send stamp of each chunk (``x_txp``, tests/sse_server.py), and the errors against it
+    are added (``*_vs_send``)."""
     taps: list[list[tuple[float, bytes]]] = []  # one list per stream: lines never interleave
     records: list[RequestRecord] = []
     ttfts: list[list[float]] = []  # per stream, its requests' TTFT in order
     stamps = ReadStamps()
-    spec = {"mode": "timed", "n": CHUNKS, "first_ms": 20, "interval_ms": INTERVAL_MS}
+    spec = {
+        "mode": "timed",
+        "n": CHUNKS,
+        "first_ms": 20,
+        "interval_ms": INTERVAL_MS,
+        "send_stamps": server_sends,
+    }
     end = time.perf_counter() + seconds
 
     def user(i: int) -> None:
@@ -149,38 +158,48 @@ def measure(
         tr.close()
 
     freeze_startup_objects()  # as llmload's load processes do
+    steal0 = steal_ms()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     gevent.joinall([gevent.spawn(user, i) for i in range(streams)], timeout=seconds + 30)
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / wall * 100
+    steal = steal_ms() - steal0
     errs: list[float] = []
     first_errs: list[float] = []
     itl_err: list[float] = []  # client gap minus server gap, consecutive chunks of one request
     # the client's TTFT over the server's own (its first write minus the request's arrival), per request
     excess: list[float] = []
+    vs_send: dict[str, list[float]] = {"first": [], "chunk": [], "excess": [], "itl": []}
     for stream, its_ttfts in zip(taps, ttfts, strict=True):
         firsts = 0
         partial = b""
         prev: tuple[int, float, float] | None = None  # x_i, client stamp, server stamp
+        chunks: list[dict] = []  # this stream's content chunks in order, with the client's stamp "t"
         for t, data in stream:
             data = partial + data
             lines = data.split(b"\n")
             partial = lines.pop()
             for line in lines:
+                if line.startswith(b"data: {") and b'"x_txp"' in line and chunks:
+                    chunks[-1]["tx"] = json.loads(line[6:])["x_txp"]  # the previous chunk's send stamp
                 if line.startswith(b"data: {") and b'"x_ts"' in line:
                     ev = json.loads(line[6:])
+                    ev["t"] = t
+                    chunks.append(ev)
                     e = (t - ev["x_ts"]) * 1000
                     errs.append(e)
                     if ev["x_i"] == 0:
                         first_errs.append(e)
                         if firsts < len(its_ttfts):
+                            ev["ttft"] = its_ttfts[firsts]
                             excess.append((its_ttfts[firsts] - (ev["x_ts"] - ev["x_t0"])) * 1000)
                         firsts += 1
                     if prev is not None and ev["x_i"] == prev[0] + 1:
                         itl_err.append(abs((t - prev[1]) - (ev["x_ts"] - prev[2])) * 1000)
                     prev = (ev["x_i"], t, ev["x_ts"])
+        _against_sends(chunks, vs_send)
     ok = [r for r in records if r.status == "ok"]
     delay = stamps.delay.summary_ms()
     return {
@@ -202,7 +221,47 @@ def measure(
         "itl_err_max_ms": round(max(itl_err, default=float("nan")), 3),
         "coalesced_reads": sum(r.coalesced_reads for r in records),
         "client_delay_p99_ms": delay.get("p99"),
+        "steal_ms": steal,
+        **_send_summary(vs_send),
     }
+
+
+def _against_sends(chunks: list[dict], out: dict[str, list[float]]) -> None:
+    """One stream's errors against the server's kernel send stamps, in ms: each chunk's receive
+    stamp over its send stamp (first tokens apart), the TTFT over the server's own (arrival to the
+    first token's send) and the ITL error (consecutive chunks of one request)."""
+    for a, b in zip([None, *chunks], chunks, strict=False):
+        if "tx" not in b:
+            continue
+        e = (b["t"] - b["tx"]) * 1000
+        out["chunk"].append(e)
+        if b["x_i"] == 0:
+            out["first"].append(e)
+            if "ttft" in b:
+                out["excess"].append((b["ttft"] - (b["tx"] - b["x_t0"])) * 1000)
+        elif a is not None and "tx" in a and b["x_i"] == a["x_i"] + 1:
+            out["itl"].append(abs((b["t"] - a["t"]) - (b["tx"] - a["tx"])) * 1000)
+
+
+def _send_summary(vs: dict[str, list[float]]) -> dict[str, float | int]:
+    if not vs["chunk"]:
+        return {}
+    out: dict[str, float | int] = {"chunks_vs_send": len(vs["chunk"])}
+    for key, xs in vs.items():
+        out[f"{key}_vs_send_p50_ms"] = round(pct(xs, 50), 3)
+        out[f"{key}_vs_send_p99_ms"] = round(pct(xs, 99), 3)
+        out[f"{key}_vs_send_max_ms"] = round(max(xs, default=float("nan")), 3)
+    return out
+
+
+def steal_ms() -> int:
+    """The time this VM's CPUs waited for the host (``steal`` in /proc/stat), all CPUs: a run with
+    some is one the hypervisor interrupted, and its tails say more about the host than the client."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0
+    return int(fields[8]) * 1000 // os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0
 
 
 def busy_cores(n: int) -> list[subprocess.Popen[bytes]]:
@@ -262,7 +321,10 @@ def main() -> int:
                     h.wait()
         starts = []  # the request's start: the kernel's send against the client's clock, at 100 streams
         for together in (False, True):
-            pair = [measure(url, 100, a.seconds, sends=sends, together=together) for sends in (True, False)]
+            pair = [
+                measure(url, 100, a.seconds, sends=sends, together=together, server_sends=True)
+                for sends in (True, False)
+            ]
             for res, sends in zip(pair, (True, False), strict=True):
                 print(
                     json.dumps({"starts": "together" if together else "spread", "send_stamps": sends, **res})
@@ -283,8 +345,17 @@ def main() -> int:
                 f"TTFT over the server's own at {k['chunks_per_s']:,} chunks/s, streams started "
                 f"{'together' if together else 'over 1 s'}: p99 {k['ttft_excess_p99_ms']} ms from the kernel's send, "
                 f"{u['ttft_excess_p99_ms']} ms from the client's clock (p50 {k['ttft_excess_p50_ms']} / "
-                f"{u['ttft_excess_p50_ms']}; target: 1 ms at p99)"
+                f"{u['ttft_excess_p50_ms']}; target: 1 ms at p99; the host's steal {k['steal_ms']} ms)"
             )
+            if (
+                "excess_vs_send_p99_ms" in k
+            ):  # the server's truth from its kernel, not its clock before the write
+                print(
+                    f"  against the server's kernel send stamps ({k['chunks_vs_send']:,} chunks): TTFT excess p50 "
+                    f"{k['excess_vs_send_p50_ms']} / p99 {k['excess_vs_send_p99_ms']} / max "
+                    f"{k['excess_vs_send_max_ms']} ms; receive error p99: first tokens {k['first_vs_send_p99_ms']}, "
+                    f"all chunks {k['chunk_vs_send_p99_ms']} ms; ITL error p99 {k['itl_vs_send_p99_ms']} ms"
+                )
         for busy, limit in ((False, 1.0),) if a.no_busy else ((False, 1.0), (True, 2.0)):
             for kind, pick in (("kernel", 1), ("user", 2)):
                 ok = [

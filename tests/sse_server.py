@@ -17,6 +17,9 @@ The request body's ``llmload_test`` object chooses the behaviour:
   byte, not this loop's read of it), so a test can compare what the client
   measured with what the server actually did. ``"with_headers": true`` holds the response
   headers and the role chunk back and sends them in one write with the first content chunk.
+  ``"send_stamps": true`` (plain HTTP on Linux) adds the kernel's send stamp of each chunk's last
+  byte on the same clock (tests/send_stamps.py), known only after its write: chunk i carries chunk
+  i-1's as ``x_txp``, and the usage chunk the last one's.
 - ``{"mode": "raw", "status": 200, "frames": [[delay_ms, "text"], ...], "cut": false}``:
   writes each frame verbatim as one chunk after its delay; ``cut`` closes the
   socket without ending the chunked body (a cut stream). A status other than 200 answers
@@ -59,6 +62,8 @@ import signal
 import socket
 import struct
 import time
+
+from send_stamps import SendStamps
 
 MONO = time.CLOCK_MONOTONIC
 SO_TIMESTAMPNS = 35  # Linux (asm-generic socket.h), as llmload/client/stamped_socket.py
@@ -116,6 +121,8 @@ class Conn(asyncio.Protocol):
         self.closed = False
         self.rsock: socket.socket | None = None  # plain HTTP: the connection read with kernel stamps
         self.arrived: float | None = None  # the kernel's receive time of the last read (CLOCK_MONOTONIC)
+        self.written = 0  # bytes given to the transport
+        self.sends: SendStamps | None = None  # the kernel's send stamps, once a request asked for them
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -139,6 +146,8 @@ class Conn(asyncio.Protocol):
         try:
             data, ancillary, _, _ = self.rsock.recvmsg(65536, socket.CMSG_SPACE(16))
         except (BlockingIOError, InterruptedError):
+            if self.sends is not None:
+                self.sends.take()
             return
         except OSError:
             asyncio.get_running_loop().remove_reader(fd)
@@ -188,6 +197,7 @@ class Conn(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if not self.closed and self.transport is not None:
             self.transport.write(data)
+            self.written += len(data)
 
     def simple(self, status: int, obj: object, extra: bytes = b"") -> None:
         body = json.dumps(obj).encode()
@@ -309,6 +319,9 @@ class Conn(asyncio.Protocol):
         if not held:
             self.start_stream()
             self.write(role)
+        if spec.get("send_stamps") and self.sends is None and self.rsock is not None:
+            self.sends = SendStamps.start(self.rsock, self.written)  # None where refused: no x_txp
+        sent_at: dict[int, float] = {}  # chunk index -> the kernel's send stamp of its last byte
         rid = self.req_headers.get("x-request-id")
         log = REQUESTS.setdefault(rid, {"arrived": t0, "n": 0}) if rid else None
         if log is not None:
@@ -322,6 +335,8 @@ class Conn(asyncio.Protocol):
                 "x_t0": t0,
                 "x_i": i,
             }
+            if i - 1 in sent_at:
+                ev["x_txp"] = sent_at[i - 1]  # the previous chunk's send stamp (known only after its write)
             if i == n - 1:
                 ev["choices"][0]["finish_reason"] = "length"
             if i == 0 and log is not None:
@@ -333,13 +348,14 @@ class Conn(asyncio.Protocol):
                 self.write(STREAM_HEAD % 200 + role + data)
             else:
                 self.write(data)
+            if self.sends is not None:
+                self.sends.expect(self.written, lambda t, i=i: sent_at.__setitem__(i, t))
+                self.sends.take()
             if i == n - 1:
                 usage = {"prompt_tokens": 10, "completion_tokens": n * k, "total_tokens": 10 + n * k}
-                tail = (
-                    b"data: "
-                    + json.dumps({"object": "chat.completion.chunk", "choices": [], "usage": usage}).encode()
-                    + b"\n\ndata: [DONE]\n\n"
-                )
+                last = {"object": "chat.completion.chunk", "choices": [], "usage": usage}
+                last.update({"x_txp": sent_at[i]} if i in sent_at else {})
+                tail = b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n"
                 self.write(chunk(tail) + b"0\r\n\r\n")
 
         for i in range(n):

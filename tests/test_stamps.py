@@ -132,6 +132,34 @@ def test_a_first_token_sent_with_the_headers_keeps_its_kernel_stamp(sse_server: 
     assert (stamps.first_tokens, stamps.user_first_tokens, stamps.user_reads) == (1, 0, 0)
 
 
+def test_each_chunk_is_stamped_after_the_servers_kernel_sent_it(sse_server: str) -> None:
+    """Kernel to kernel: the server reports its kernel's send stamp of each chunk (``x_txp``,
+    tests/send_stamps.py), and the client's receive stamp is never before it, while a user-space
+    stamp before the write (``x_ts``) can be late on the server's own side (a preempted server)."""
+    tr = GeventTransport(sse_server, stamps=ReadStamps())
+    spec = {"mode": "timed", "n": 20, "first_ms": 5, "interval_ms": 5, "send_stamps": True}
+    req = build_request(api="chat", model="m", prompt="hi", max_tokens=20, extra_body={"llmload_test": spec})
+    chunks: list[dict[str, float]] = []
+    resp = tr.send(req.method, req.path, req.headers, req.body)
+    try:
+        for t, data in resp.blocks():
+            for line in data.split(b"\n"):
+                if line.startswith(b"data: {"):
+                    obj = json.loads(line[6:])
+                    if "x_txp" in obj:  # the previous chunk's send stamp, known after its write
+                        chunks[-1]["tx"] = obj["x_txp"]
+                    if "x_ts" in obj:
+                        chunks.append({"t": t, "x_ts": obj["x_ts"]})
+    finally:
+        resp.close(False)
+        tr.close()
+    assert len(chunks) == 20 and all("tx" in c for c in chunks), chunks
+    # each send stamp is after the server's stamp before that write (one clock), and each receive
+    # after its send; a 10 us allowance for the wall-to-monotonic conversion on either side
+    assert all(c["tx"] >= c["x_ts"] - 1e-5 for c in chunks), chunks
+    assert all(c["t"] >= c["tx"] - 1e-5 for c in chunks), [(c["t"] - c["tx"]) * 1e3 for c in chunks]
+
+
 def test_a_read_that_brings_several_chunks_is_counted(sse_server: str) -> None:
     def chunk(text: str) -> str:
         return "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) + "\n\n"
