@@ -8,15 +8,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from llmload.base.cores import usable_cores
-from tests.conftest import llmload_run, open_loop_scenario, two_sim_scenario
+from tests.conftest import llmload_run, open_loop_scenario, start_port_file_process, two_sim_scenario
 from tests.oracles import nearest_rank
-from tests.servers import distributed_run, free_port, spawn_llmload
+from tests.servers import distributed_run, free_port, spawn_llmload, stop_process
 
 pytestmark = pytest.mark.integration  # every test here starts a child process
 
@@ -162,6 +163,44 @@ def test_killed_worker_marks_the_run_degraded_and_exits_3(tmp_path: Path) -> Non
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     for name, t in summary["targets"].items():
         assert t["requests"]["sent"] == sum(1 for x in lines if x["target"] == name)
+
+
+def _wait_for(
+    what: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 60.0
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(150)
+def test_the_last_worker_quitting_before_the_start_ends_the_run_in_one_line(tmp_path: Path) -> None:
+    """Locust quits a headless master when its last worker quits. Before the start (the worker still
+    checking the targets) that exited 0 with no line at all (tests/test_hosts.py saw it once)."""
+    server, port = start_port_file_process(
+        [sys.executable, str(ROOT / "tests" / "sse_server.py")], tmp_path, "sse"
+    )
+    scn = tmp_path / "gone.yaml"
+    scn.write_text(
+        "client: {ready_timeout: 60s}\n"
+        f"targets: [{{name: t, kind: openai, base_url: 'http://127.0.0.1:{port}', model: test-model}}]\n"
+        "load: {users: 2, duration: 10s, warmup: 0s}\n"
+    )
+    out, log = tmp_path / "r", tmp_path / "master.log"
+    with distributed_run(scn, out, tmp_path, [{}]) as (master, workers):
+        try:
+            _wait_for((out / "run.json").exists, master, log)  # the master reached the target itself
+        finally:
+            stop_process(server)  # now its worker cannot
+        _wait_for(lambda: "waiting for target t" in log.read_text(), master, log)
+        workers[0].send_signal(signal.SIGTERM)
+        code = master.wait(60)
+    text = log.read_text()
+    assert code == 2, text[-3000:]
+    lines = [x for x in text.splitlines() if "nothing was sent" in x]
+    assert len(lines) == 1 and "before the start" in lines[0], text[-3000:]
+    assert "Traceback" not in text and not out.exists()
 
 
 @pytest.mark.timeout(120)

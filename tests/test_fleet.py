@@ -96,10 +96,13 @@ def test_a_worker_that_leaves_while_the_run_stops_is_no_loss() -> None:
     fleet.assign(["w1", "w2"])
     fleet.left("w1", "SIGTERM", stopping=True)
     assert not outcome.lost_workers and events[-1][0] == "worker_left"
-    fleet.left("w2", "SIGTERM", stopping=False)
-    assert [w.worker for w in outcome.lost_workers] == ["w2"] and "left mid-run (SIGTERM)" in outcome.reasons[
-        0
-    ]
+    fleet.left("w2", "SIGTERM", stopping=False)  # while the workers check the targets: no step yet
+    assert [w.worker for w in outcome.lost_workers] == ["w2"]
+    assert "left before the start (SIGTERM)" in outcome.reasons[0]
+    outcome.run_t0 = 1.0  # the plan started
+    fleet.assign(["w3"])
+    fleet.left("w3", "SIGTERM", stopping=False)
+    assert "left mid-run (SIGTERM)" in outcome.reasons[1]
 
 
 class _Run:

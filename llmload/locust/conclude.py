@@ -14,7 +14,7 @@ from typing import Any
 import gevent
 from locust import events
 
-from llmload.base.exitcodes import EXIT_INVALID, exit_code_for_signal
+from llmload.base.exitcodes import EXIT_INPUT, EXIT_INVALID, exit_code_for_signal
 from llmload.locust.conductor import Conductor
 from llmload.locust.hooks import on
 from llmload.locust.state import ProcessState, state_of
@@ -55,6 +55,11 @@ def finish_run(environment: Any, **_: Any) -> None:
         return
     try:
         if c.state == "init":  # built, never started (the web UI quit before a test): nothing to write
+            if (
+                getattr(environment.parsed_options, "headless", False)
+                and environment.process_exit_code is None
+            ):
+                _ended_before_the_start(environment, c)
             discard_unstarted(st, c)
             st.forget_run()
             return
@@ -71,6 +76,22 @@ def finish_run(environment: Any, **_: Any) -> None:
     finally:
         c.written.set()
         stop_prepared(st)
+
+
+def _ended_before_the_start(environment: Any, c: Conductor) -> None:
+    """A headless run that Locust quit before its start with no exit code set (no signal, no target
+    or worker found not ready): Locust quits a headless master when its last worker quits, as one
+    stopped during the readiness check does. That exited 0 with no line (tests/test_hosts.py saw it
+    once); now one line says why, and exit 2, as a worker that cannot reach a target."""
+    why = c.fleet.why_not_ready() if c.distributed else None
+    if why is None and c.distributed:  # Locust dropped the worker before its leaving was counted
+        clients = getattr(environment.runner, "clients", {})
+        gone = [w for w in c.fleet.live() if not hasattr(clients, "get") or clients.get(w) is None]
+        why = f"every worker quit before the start ({', '.join(gone)})" if gone else None
+    print(
+        f"llmload: {why or 'the run ended before its start'}; nothing was sent", file=sys.stderr, flush=True
+    )
+    environment.process_exit_code = EXIT_INPUT
 
 
 def _main() -> Any:

@@ -154,7 +154,8 @@ class Fleet:
             )
             self.last_seen.pop(worker, None)
             return
-        self.lose(worker, time.time(), f"left mid-run ({reason})")
+        when = "mid-run" if self.outcome.run_t0 is not None else "before the start"
+        self.lose(worker, time.time(), f"left {when} ({reason})")
 
     def check(self, now: float, runner: Any) -> None:
         """Count out every worker that stopped reporting, or that Locust's master ``runner`` dropped.
