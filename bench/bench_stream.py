@@ -13,8 +13,10 @@ kernel-measured client delay; then the same again while two other processes keep
 both cores busy; then a table of TTFT/ITL p99 error, kernel vs user stamps, side
 by side. Then, at 100 streams started over 1 s and all at once, the TTFT over the server's own
 (its first write minus its read of the request, per request) with requests started at the kernel's
-send (SO_TIMESTAMPING) against the client's clock. Baseline in the same run: fixed 1 KB reads
-(Locust's ``iter_content(1024)``).
+send (SO_TIMESTAMPING) against the client's clock; in those runs the server also reports its kernel's
+send stamp of each chunk (tests/send_stamps.py), and the errors against it are printed beside: kernel
+to kernel on both sides. Each run records the host's steal time (/proc/stat). Baseline in the same
+run: fixed 1 KB reads (Locust's ``iter_content(1024)``).
 
     python bench/bench_stream.py [--levels 100,200,300,400,500] [--seconds 6] [--no-busy]
 """
