@@ -86,9 +86,23 @@ def test_the_readme_ci_recipe_as_written_makes_a_baseline_and_compares_with_it(
     assert len(baselines) >= 2, "the recipe repeats the baseline: its noise floor (docs/reports.md)"
     for baseline in baselines:
         assert baseline.returncode == 0, baseline.stderr[-2000:]
-    # its SLOs are met by the simulators; 3 only where a busy host flagged a figure an SLO rests on
-    flags = json.loads((workdir / "results" / "ci" / "summary.json").read_text())["run"]["client"]["flags"]
-    assert candidate.returncode == 0 or (candidate.returncode == 3 and flags), candidate.stderr[-2000:]
+    # Its SLOs are met by the simulators on a quiet host. A busy one can slow the simulators themselves
+    # (CI, 2026-12-07: ITL p99 192 ms, measured right), so the code must agree with the figures:
+    # 1 exactly when one is past its bound, 3 only where the run flagged a figure an SLO rests on.
+    summary = json.loads((workdir / "results" / "ci" / "summary.json").read_text())
+    flags = summary["run"]["client"]["flags"]
+    over = [
+        name
+        for name, b in summary["targets"].items()
+        if b["latency_ms"]["ttft"]["p99"] > 1000
+        or b["latency_ms"]["itl"]["p99"] > 150
+        or b["requests"]["failed"] > 0.01 * b["requests"]["sent"]
+    ]
+    why = f"exit {candidate.returncode}, over: {over}, flags: {flags}, verdict: {summary['run']['verdict']}"
+    assert candidate.returncode == summary["run"]["exit_code"], why
+    assert candidate.returncode in (0, 1, 3), why + candidate.stderr[-2000:]
+    assert (candidate.returncode == 0) <= (not over) and (candidate.returncode == 1) <= bool(over), why
+    assert (candidate.returncode == 3) <= bool(flags), why
     assert (workdir / "baseline" / "summary.json").is_file() and (
         workdir / "results" / "ci" / "junit.xml"
     ).is_file()
