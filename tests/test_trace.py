@@ -125,8 +125,10 @@ def test_a_replay_sends_each_request_at_its_scaled_time_in_order_to_every_target
         assert len(mine) == 6 and all(x["status"] == "ok" for x in mine)
         # every request scheduled at its trace time, from one start for both targets (paired)
         assert [round(x["intended_time"] - t0, 5) for x in mine] == pytest.approx(wanted, abs=2e-5)
-        # and sent in the trace's order, never before its time (schedule lag: measured, not judged)
-        assert [x["start_time"] for x in mine] == sorted(x["start_time"] for x in mine)
+        # and never sent before its time (schedule lag: measured, not judged). Not asserted: that the
+        # sends keep the trace's order. A late first request can pass later ones: on a busy host
+        # (make test, 2026-12-07) requests 0-2 were sent within 0.2 ms in reverse, request 0 about
+        # 100 ms after its time, each at its kernel send; their schedule was in order (above)
         assert all(x["schedule_lag_ms"] >= 0 for x in mine)
     assert summary["targets"]["a"]["requests"]["sent"] == 6
 
