@@ -87,7 +87,7 @@ def test_the_readme_ci_recipe_as_written_makes_a_baseline_and_compares_with_it(
     for baseline in baselines:
         assert baseline.returncode == 0, baseline.stderr[-2000:]
     # Its SLOs are met by the simulators on a quiet host. A busy one can slow the simulators themselves
-    # (CI, 2026-12-07: ITL p99 192 ms, measured right), so the code must agree with the figures:
+    # (make test here, 2026-12-07: ITL p99 192 ms, measured right), so the code must agree with the figures:
     # 1 exactly when one is past its bound, 3 only where the run flagged a figure an SLO rests on.
     summary = json.loads((workdir / "results" / "ci" / "summary.json").read_text())
     flags = summary["run"]["client"]["flags"]
