@@ -175,9 +175,13 @@ def _wait_for(
 
 
 @pytest.mark.timeout(150)
-def test_the_last_worker_quitting_before_the_start_ends_the_run_in_one_line(tmp_path: Path) -> None:
-    """Locust quits a headless master when its last worker quits. Before the start (the worker still
-    checking the targets) that exited 0 with no line at all (tests/test_hosts.py saw it once)."""
+@pytest.mark.parametrize(("sig", "said"), [(signal.SIGTERM, "quit"), (signal.SIGSTOP, "went missing")])
+def test_the_last_worker_leaving_before_the_start_ends_the_run_in_one_line(
+    tmp_path: Path, sig: signal.Signals, said: str
+) -> None:
+    """Locust quits a headless master when its last worker quits, or misses its heartbeats for 3 s
+    (frozen here; starved on a busy host). Before the start (the worker still checking the targets)
+    that exited 0 with no line at all (tests/test_hosts.py saw it twice)."""
     server, port = start_port_file_process(
         [sys.executable, str(ROOT / "tests" / "sse_server.py")], tmp_path, "sse"
     )
@@ -194,12 +198,12 @@ def test_the_last_worker_quitting_before_the_start_ends_the_run_in_one_line(tmp_
         finally:
             stop_process(server)  # now its worker cannot
         _wait_for(lambda: "waiting for target t" in log.read_text(), master, log)
-        workers[0].send_signal(signal.SIGTERM)
+        workers[0].send_signal(sig)
         code = master.wait(60)
     text = log.read_text()
     assert code == 2, text[-3000:]
     lines = [x for x in text.splitlines() if "nothing was sent" in x]
-    assert len(lines) == 1 and "before the start" in lines[0], text[-3000:]
+    assert len(lines) == 1 and f"every worker {said} before the start" in lines[0], text[-3000:]
     assert "Traceback" not in text and not out.exists()
 
 

@@ -80,14 +80,24 @@ def finish_run(environment: Any, **_: Any) -> None:
 
 def _ended_before_the_start(environment: Any, c: Conductor) -> None:
     """A headless run that Locust quit before its start with no exit code set (no signal, no target
-    or worker found not ready): Locust quits a headless master when its last worker quits, as one
-    stopped during the readiness check does. That exited 0 with no line (tests/test_hosts.py saw it
-    once); now one line says why, and exit 2, as a worker that cannot reach a target."""
+    or worker found not ready). Locust quits a headless master when its last worker quits (one
+    stopped during the readiness check), and when its last worker misses its heartbeats for 3 s (one
+    frozen, or starved on a busy host: tests/test_hosts.py saw it twice). That exited 0 with no line;
+    now one line says why, and exit 2, as a worker that cannot reach a target."""
     why = c.fleet.why_not_ready() if c.distributed else None
-    if why is None and c.distributed:  # Locust dropped the worker before its leaving was counted
+    if why is None and c.distributed:  # Locust dropped or gave up on the worker before llmload did
         clients = getattr(environment.runner, "clients", {})
-        gone = [w for w in c.fleet.live() if not hasattr(clients, "get") or clients.get(w) is None]
-        why = f"every worker quit before the start ({', '.join(gone)})" if gone else None
+        clients = clients if hasattr(clients, "get") else {}
+        live = c.fleet.live()
+        gone = [w for w in live if clients.get(w) is None]
+        missing = [w for w in live if getattr(clients.get(w), "state", None) == "missing"]
+        if gone:
+            why = f"every worker quit before the start ({', '.join(gone)})"
+        elif missing:
+            why = (
+                f"every worker went missing before the start ({', '.join(missing)}: no heartbeat for "
+                "3 s, when Locust stops a test)"
+            )
     print(
         f"llmload: {why or 'the run ended before its start'}; nothing was sent", file=sys.stderr, flush=True
     )
