@@ -5,6 +5,7 @@ greenlet per chunk, a request killed while it waits leaves nothing behind, and T
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import gevent
@@ -85,7 +86,9 @@ def test_a_requests_greenlet_wakes_once_per_request_not_per_chunk(sse_server: st
     if batched:
         assert switches[0] < CHUNKS // 3, switches
     else:
-        assert switches[0] >= CHUNKS, switches
+        # one switch per read that brought tokens: a late server or client merges chunks in a read
+        token_reads = 1 + sum(gap > 0 for gap in rec.itl_s)
+        assert token_reads > CHUNKS // 3 and switches[0] >= token_reads, (switches, token_reads)
 
 
 def test_a_request_killed_while_the_reader_reads_it_is_aborted_and_unregistered(sse_server: str) -> None:
@@ -94,8 +97,10 @@ def test_a_request_killed_while_the_reader_reads_it_is_aborted_and_unregistered(
     req = _request(n=200, interval_ms=20.0)  # 4 s of chunks
     rec = RequestRecord(target="t")
     g = gevent.spawn(stream_request, tr, req, rec)
-    gevent.sleep(0.5)
-    assert reader._streams, "the stream was not in the batch reader"
+    reads, deadline = reader.reads, time.monotonic() + 30  # its first chunks, however busy the host
+    while not (reader._streams and reader.reads > reads) and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    assert reader._streams and reader.reads > reads, "the stream was not in the batch reader"
     g.kill(block=True, timeout=5)
     assert rec.status == "aborted" and 0 < rec.chunks < 200
     assert not reader._streams

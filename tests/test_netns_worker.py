@@ -64,11 +64,13 @@ def test_a_worker_host_cut_off_mid_run_is_detected_and_nothing_is_counted_twice(
     )
     port = free_port()
     scn = tmp_path / "s.yaml"
+    # 50 s: the cut comes once both workers reported, its detection may take 24 s, and the worker
+    # that stayed must still send after it, on a busy host too
     scn.write_text(
         "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
         f"targets:\n  - {{name: fast, kind: openai, base_url: 'http://{hosts.here}:{sim_port}', model: test-model-a}}\n"
         "workload: {input_tokens: 40, output_tokens: 32}\n"
-        "load: {users: 4, duration: 40s, warmup: 0s, stop_grace: 10s}\n"
+        "load: {users: 4, duration: 50s, warmup: 0s, stop_grace: 10s}\n"
     )
     out = tmp_path / "r"
     master_cmd = [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), "--quiet"]

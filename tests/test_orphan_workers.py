@@ -173,7 +173,9 @@ def test_a_frozen_worker_does_not_take_its_live_master_for_gone(sse_server: str,
     spec = {"mode": "timed", "n": 4, "first_ms": 5, "interval_ms": 50}
     scn = counted_scenario(tmp_path / "s.yaml", sse_server, key, spec, "{users: 2, duration: 2s, warmup: 0s}")
     args = ["run", str(scn), "--expect-workers", "2", "--master-bind-port", str(port), "--no-reports"]
-    env = {**os.environ, "LLMLOAD_MASTER_TIMEOUT": "3"}
+    # 6 s, not the least (3 s): a master starved that long on a busy host (the second worker's
+    # start-up, the results) would be taken for gone by a worker that was awake all along
+    env = {**os.environ, "LLMLOAD_MASTER_TIMEOUT": "6"}
     master = spawn_llmload([*args, "--results", str(out)], log, env)
     logs = [tmp_path / f"w{i}.log" for i in range(2)]
     first = spawn_llmload(["worker", "--master-port", str(port)], logs[0], env)
