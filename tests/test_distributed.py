@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from llmload.base.cores import usable_cores
+from llmload.locust.locust_log import REDISPATCH_WARNING
 from tests.conftest import llmload_run, open_loop_scenario, start_port_file_process, two_sim_scenario
 from tests.oracles import nearest_rank
 from tests.servers import distributed_run, free_port, spawn_llmload, stop_process
@@ -205,6 +206,8 @@ def test_the_last_worker_leaving_before_the_start_ends_the_run_in_one_line(
     lines = [x for x in text.splitlines() if "nothing was sent" in x]
     assert len(lines) == 1 and f"every worker {said} before the start" in lines[0], text[-3000:]
     assert "Traceback" not in text and not out.exists()
+    # Locust's re-dispatch to no worker said "You can't start a distributed test ..." before it
+    assert REDISPATCH_WARNING not in text, text[-3000:]
 
 
 @pytest.mark.timeout(120)

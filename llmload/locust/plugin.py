@@ -31,6 +31,7 @@ from llmload.locust.conductor import Conductor, PlanShape
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import Departure
 from llmload.locust.hooks import on
+from llmload.locust.locust_log import quiet_headless
 from llmload.locust.orphan import MasterWatch
 from llmload.locust.signals import RunSignals
 from llmload.locust.state import ProcessState, state_of
@@ -197,7 +198,7 @@ def setup(environment: Any, runner: Any, options: Any) -> None:
     environment.shape_class = shape
     environment.stop_timeout = sc.load.stop_grace
     if options.headless:
-        logging.getLogger("locust.stats_logger").setLevel(logging.WARNING)
+        quiet_headless()
     conductor.event("start", f"run {run_id} starting ({len(sc.targets)} targets)")
 
 
