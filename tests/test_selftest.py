@@ -3,6 +3,7 @@ behind its warning, the scenario switch, and its place in summary.json."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from llmload.client.selftest import (
     AUTO_MIN_CHUNKS_PER_S,
     COALESCED_PERCENT,
+    WARM_S,
     Level,
     expected_chunks_per_s,
     judge,
@@ -28,11 +30,15 @@ from tests.conftest import llmload_run, two_sim_scenario
 
 @pytest.mark.integration
 def test_measure_reads_a_real_loopback_server() -> None:
+    t0 = time.perf_counter()
     levels = measure(seconds=0.6, streams=4, interval_ms=5.0, steps=1)
+    elapsed = time.perf_counter() - t0
     first = levels[0]
     # chunks read from the real server in the steady window (how many depends on this host's load),
-    # and every body read of the level counted by the transport's stamps, as a run's are
-    assert first.streams == 4 and first.chunks > 0 and first.cpu_s > 0 and 0 < first.seconds < 0.6
+    # and every body read of the level counted by the transport's stamps, as a run's are; the window
+    # leaves the warm-up out (a late wake-up on a busy host may make it longer than asked, not than that)
+    assert first.streams == 4 and first.chunks > 0 and first.cpu_s > 0
+    assert 0 < first.seconds <= elapsed - min(WARM_S, 0.6 / 2), (first.seconds, elapsed)
     assert first.reads >= first.chunks
     if first.coalesced_percent < COALESCED_PERCENT and first.cpu_s < 0.95 * first.seconds:
         assert len(levels) == 2 and levels[1].streams > 4 and levels[1].chunks > 0  # the search went on
