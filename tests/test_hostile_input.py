@@ -188,7 +188,7 @@ CASES: list[tuple[str, str, dict[str, str], list[str], str]] = [
         scn(workload="{kind: sharegpt, path: g.json}"),
         {"g.json": '[{"conversations": []},\n -Infinity]\n'},
         [],
-        "g.json:1: -Infinity is not a JSON number",
+        "g.json:2: -Infinity is not a JSON number",
     ),
     # absurd sizes
     (

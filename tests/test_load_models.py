@@ -8,11 +8,15 @@ import sys
 import uuid
 from pathlib import Path
 
+import gevent
+import locust  # noqa: F401 - its import monkey-patches the process (time.sleep), as in every llmload run
 import pytest
+from gevent import monkey
 
 from llmload.config.scenario import parse_scenario
-from llmload.config.yamlsrc import InputError
+from llmload.config.yamlsrc import PACE_ITEMS, PAUSE_S, InputError
 from llmload.load.plan import Step, arrival_times, build_plan, split_share, users_at
+from llmload.load.trace import load_trace
 from llmload.load.workload import WorkloadSource, load_dataset
 from tests.cli_inprocess import call_cli
 
@@ -269,6 +273,42 @@ def test_jsonl_and_sharegpt_datasets_load(tmp_path: Path) -> None:
     )
     items = load_dataset(g, "sharegpt")
     assert items == [([{"role": "user", "content": "tell me"}], 4)]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sharegpt", "csv trace"])
+def test_a_large_input_file_lets_the_other_greenlets_run_while_it_loads(tmp_path: Path, kind: str) -> None:
+    """A worker builds its run, datasets and traces included, inside Locust's message loop, and Locust's
+    master counts it missing after 3 s without a heartbeat: a 270 MB ShareGPT file took a worker 9.6 s,
+    and the run ended before its start. The reader pauses every PACE_ITEMS values; another greenlet
+    runs at each pause (counted, not timed: its timer is due before the pause's)."""
+    assert monkey.is_module_patched("time")  # by Locust's import, as in every llmload process
+    n = 5 * PACE_ITEMS
+    path = tmp_path / "big"
+    if kind == "jsonl":
+        path.write_text("".join(f'{{"prompt": "p{i}"}}\n' for i in range(n)))
+    elif kind == "sharegpt":
+        conv = {"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a b"}]}
+        path.write_text(json.dumps([conv] * n))
+    else:
+        path.write_text(
+            "Timestamp,Request tokens,Response tokens\n" + "".join(f"{i},5,7\n" for i in range(n))
+        )
+    runs, done = [0], [False]
+
+    def other() -> None:
+        while not done[0]:
+            runs[0] += 1
+            gevent.sleep(PAUSE_S / 2)
+
+    g = gevent.spawn(other)
+    gevent.sleep(0)  # it ran once, and waits for its timer
+    try:
+        loaded = load_trace(path, "csv") if kind == "csv trace" else load_dataset(path, kind)
+    finally:
+        done[0] = True
+        g.join()
+    assert len(loaded) == n
+    assert runs[0] - 1 >= n // PACE_ITEMS - 1, runs
 
 
 @pytest.mark.integration

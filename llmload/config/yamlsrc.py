@@ -4,19 +4,35 @@
 (("targets", 0, "model")) to its 1-based line, so a validation error can point
 at the line that holds the offending value. ``apply_overrides`` applies
 ``--set key=value`` edits (dotted paths; list items by index or by ``name``).
-``jsonl_objects`` reads the JSONL input files (datasets, traces) with the same kind of errors.
+``jsonl_objects`` and ``json_array_items`` read the JSON input files (datasets, traces) with the same
+kind of errors, letting the process's other greenlets run as they go (``paced``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterator
+import re
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 Path_ = tuple[Any, ...]
+T = TypeVar("T")
+# A worker builds its run from the master's scenario inside Locust's message loop, and Locust's master
+# counts a worker missing after 3 s without its heartbeat. Loading a 270 MB ShareGPT file held a worker's
+# only thread 9.6 s: with no heartbeat, the master took its last worker for gone and ended the run before
+# its start (2026-12-07). Pausing every PACE_ITEMS values, and between the pieces of the file's text,
+# lets the heartbeats out.
+PACE_ITEMS = 1000
+# a sleep, not sleep(0): gevent runs a greenlet that slept 0 again before the timers that are due, and
+# Locust's heartbeat waits on one (tests/test_load_models.py fails with sleep(0))
+PAUSE_S = 0.001
+READ_CHARS = 1 << 23  # 8 Mi characters: about 25 ms to read and decode here
+_SPACE = re.compile(r"[ \t\n\r]*")
 
 
 class InputError(Exception):
@@ -202,13 +218,69 @@ def _list_index(items: list[Any], part: str) -> int | None:
     return None
 
 
+def paced(items: Iterable[T], every: int = PACE_ITEMS) -> Iterator[T]:
+    """``items``, with a pause of PAUSE_S after each ``every``: gevent's monkey patching (Locust's) makes
+    it a switch to the process's other greenlets; elsewhere it lets other threads run."""
+    for i, item in enumerate(items, 1):
+        yield item
+        if i % every == 0:
+            time.sleep(PAUSE_S)
+
+
+def read_paced(path: Path) -> str:
+    """A UTF-8 input file's text as ``Path.read_text`` gives it, read in pieces of READ_CHARS, paced."""
+    with open(path, encoding="utf-8") as f:
+        return "".join(paced(iter(lambda: f.read(READ_CHARS), ""), every=1))
+
+
 def jsonl_objects(text: str, path: Path) -> Iterator[tuple[int, Any]]:
     """A JSONL input file's values with their 1-based line numbers (blank lines skipped), in order;
     a line that is not JSON is an InputError naming the file and the line, when it is reached."""
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in paced(enumerate(text.splitlines(), 1)):
         if not line.strip():
             continue
         yield n, json_value(line, path, n)
+
+
+def json_array_items(text: str, path: Path, not_a_list: str) -> Iterator[tuple[int, Any]]:
+    """The values of a JSON file that is one list, each with the 1-based line it starts on, decoded one
+    at a time, paced (one ``json.loads`` of a large file is a call nothing can interrupt). A file
+    that holds something else is the InputError ``not_a_list``; invalid JSON names its line."""
+    line = 1
+
+    def no_constant(name: str) -> Any:
+        raise InputError(f"{path}:{line}: {name} is not a JSON number")
+
+    decoder = json.JSONDecoder(parse_constant=no_constant)
+    pos = _space(text, 0)
+    if not text.startswith("[", pos):
+        json_value(text, path)  # invalid JSON raises its own error here
+        raise InputError(not_a_list)
+    pos = mark = _space(text, pos + 1)
+    line = 1 + text.count("\n", 0, pos)
+    more = not text.startswith("]", pos)
+    for _ in paced(itertools.count()) if more else ():
+        line, mark = line + text.count("\n", mark, pos), pos
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        except RecursionError:
+            raise InputError(f"{path}:{line}: invalid JSON: nested too deep") from None
+        yield line, value
+        pos = _space(text, end)
+        if text.startswith("]", pos):
+            break
+        if not text.startswith(",", pos):
+            raise InputError(f"{path}:{1 + text.count(chr(10), 0, pos)}: invalid JSON: expected ',' or ']'")
+        pos = _space(text, pos + 1)
+    if _space(text, pos + 1) != len(text):
+        raise InputError(f"{path}:{1 + text.count(chr(10), 0, pos)}: invalid JSON: text after the list")
+
+
+def _space(text: str, pos: int) -> int:
+    """The first position at or after ``pos`` that is not JSON whitespace."""
+    return _SPACE.match(text, pos).end()  # type: ignore[union-attr]
 
 
 def json_value(text: str, path: Path, line: int = 1) -> Any:

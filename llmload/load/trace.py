@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmload.config.limits import MAX_TOKENS
-from llmload.config.yamlsrc import InputError, jsonl_objects
+from llmload.config.yamlsrc import InputError, jsonl_objects, paced, read_paced
 
 BLOCK_TOKENS = 512  # Mooncake's hash_ids block size
 _TIME = ("timestamp", "time", "arrival_time")
@@ -51,7 +51,7 @@ def load_trace(
     """The trace's requests in time order, windowed and scaled. A trace out of time order is sorted,
     and ``notes`` gets a line that says so (the run says it once, on stderr and in events.jsonl)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_paced(path)
     except OSError as e:
         raise InputError(f"{path}: cannot read trace: {e.strerror}") from None
     csv_layout = fmt == "csv" or (fmt == "auto" and path.suffix.lower() == ".csv")
@@ -101,7 +101,7 @@ def _csv_rows(text: str, path: Path) -> list[Raw]:
     if reader.fieldnames is None:
         raise InputError(f"{path}:1: a CSV trace needs a header row")
     out: list[Raw] = []
-    for n, row in enumerate(reader, 2):
+    for n, row in paced(enumerate(reader, 2)):
         obj = {k.strip().lower(): v for k, v in row.items() if k is not None}
         t = _number(_pick(obj, _TIME, path, n, "Timestamp")[1], path, n, "Timestamp")
         out.append((t, _count(obj, _INPUT, path, n), _count(obj, _OUTPUT, path, n), ()))

@@ -35,7 +35,7 @@ from llmload.config.workload_spec import (
     TraceWorkload,
     Workload,
 )
-from llmload.config.yamlsrc import InputError, json_value, jsonl_objects
+from llmload.config.yamlsrc import InputError, json_array_items, jsonl_objects, read_paced
 from llmload.load.trace import BLOCK_TOKENS, TraceRow, load_trace
 
 _WORDS = (
@@ -242,7 +242,7 @@ def _max_len(spec: int | LengthDist) -> int:
 def load_dataset(path: Path, kind: str) -> list[tuple[list[dict[str, str]], int | None]]:
     """JSONL prompts or ShareGPT conversations -> [(messages, output_tokens or None)]."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_paced(path)
     except OSError as e:
         raise InputError(f"{path}: cannot read dataset: {e.strerror}") from None
     items: list[tuple[list[dict[str, str]], int | None]] = []
@@ -250,10 +250,8 @@ def load_dataset(path: Path, kind: str) -> list[tuple[list[dict[str, str]], int 
         for n, obj in jsonl_objects(text, path):
             items.append(_jsonl_item(obj, path, n))
     else:
-        data = json_value(text, path)
-        if not isinstance(data, list):
-            raise InputError(f"{path}:1: a ShareGPT file is a JSON list of {{conversations: [...]}}")
-        for n, conv in enumerate(data):
+        not_a_list = f"{path}:1: a ShareGPT file is a JSON list of {{conversations: [...]}}"
+        for n, (_line, conv) in enumerate(json_array_items(text, path, not_a_list)):
             item = _sharegpt_item(conv, path, n)
             if item is not None:
                 items.append(item)
