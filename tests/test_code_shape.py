@@ -169,7 +169,7 @@ def test_one_request_walks_few_files_and_never_comes_back(tmp_path: Path) -> Non
     scenario = tmp_path / "walk.yaml"
     scenario.write_text(
         "targets: [{name: a, kind: sim, sim: {profile: test-fast-a}}]\n"
-        "workload: {input_tokens: 16, output_tokens: 8}\n"
+        "workload: {input_tokens: 16, output_tokens: 64}\n"  # chunks after the headers, on any host
         "load: {users: 1, max_requests: 2}\n"
         "client: {loop_lag_threshold_ms: 5000, cpu_threshold_percent: 100}\n"
     )
@@ -187,6 +187,7 @@ def test_one_request_walks_few_files_and_never_comes_back(tmp_path: Path) -> Non
     assert set(stages) == {"chunk parsed", "record kept", "line written", "summary figures"}
     assert stages["summary figures"][:2] == ["llmload/cli/__init__.py", "llmload/locust/runcmd.py"]
     assert stages["summary figures"][-1] == "llmload/results/summary.py"
+    assert stages["chunk parsed"][0] == "llmload/client/batch_reader.py"  # read in the batch reader
     assert stages["chunk parsed"][-1] == "llmload/client/sse.py"
     assert stages["line written"][-1] == "llmload/sinks/results.py"
     for stage, files in stages.items():

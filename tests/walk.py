@@ -3,7 +3,8 @@
     python -m tests.walk SCENARIO RESULTS_DIR      # prints a JSON document: {"stages": {...}, "files": [...]}
 
 It runs ``llmload run`` in this process and records the call stack, as product files in call order,
-at four points of one request's life: a chunk of its stream is parsed (llmload/client/sse.py), its record
+at four points of one request's life: a chunk of its stream is parsed (llmload/client/sse.py; a chunk
+the batch reader read, as every one after the headers is), its record
 is kept (Collector.record), its line is written to requests.jsonl (ResultsWriter.requests) and its
 target's figures are built for summary.json (summary.run_target). The union of those stacks is
 the walk: the files a reader opens to follow the request from ``llmload run`` to its summary
@@ -36,12 +37,18 @@ def _product_files(callee: Callable[..., Any]) -> list[str]:
     return out
 
 
-def _spy(owner: Any, name: str, stage: str, stages: dict[str, list[str]]) -> None:
+def _spy(owner: Any, name: str, stage: str, stages: dict[str, list[str]], via: str = "") -> None:
+    """Record ``stage`` at the first call of ``owner.name`` whose stack passes through ``via`` (when
+    given; until then, at the first call)."""
     original: Callable[..., Any] = getattr(owner, name)
+    found = [False]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        if stage not in stages:
-            stages[stage] = _product_files(original)
+        if not found[0]:
+            files = _product_files(original)
+            found[0] = not via or via in files
+            if found[0] or stage not in stages:
+                stages[stage] = files
         return original(*args, **kwargs)
 
     setattr(owner, name, spy)
@@ -54,7 +61,10 @@ def main(scenario: str, results: str) -> int:
     from llmload.sinks.results import ResultsWriter
 
     stages: dict[str, list[str]] = {}
-    _spy(StreamState, "feed_event", "chunk parsed", stages)
+    # a chunk read after the headers, in the batch reader's loop: the one read with the headers is
+    # parsed under the request's own greenlet (openai_stream.py -> response.py -> openai_stream.py),
+    # and on a busy host the first chunk comes with them
+    _spy(StreamState, "feed_event", "chunk parsed", stages, via="llmload/client/batch_reader.py")
     _spy(Collector, "record", "record kept", stages)
     _spy(ResultsWriter, "requests", "line written", stages)
     _spy(summary, "run_target", "summary figures", stages)
