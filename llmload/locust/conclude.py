@@ -16,6 +16,7 @@ from locust import events
 
 from llmload.base.exitcodes import EXIT_INPUT, EXIT_INVALID, exit_code_for_signal
 from llmload.locust.conductor import Conductor
+from llmload.locust.fleet import LOCUST_LIVENESS
 from llmload.locust.hooks import on
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import close_sink, target_tags, write_summary_points
@@ -81,9 +82,10 @@ def finish_run(environment: Any, **_: Any) -> None:
 def _ended_before_the_start(environment: Any, c: Conductor) -> None:
     """A headless run that Locust quit before its start with no exit code set (no signal, no target
     or worker found not ready). Locust quits a headless master when its last worker quits (one
-    stopped during the readiness check), and when its last worker misses its heartbeats for 3 s (one
-    frozen, or starved on a busy host: tests/test_hosts.py saw it twice). That exited 0 with no line;
-    now one line says why, and exit 2, as a worker that cannot reach a target."""
+    stopped during the readiness check), and when its last worker misses its heartbeats (one frozen,
+    or starved on a busy host: tests/test_hosts.py saw it twice at Locust's 3 s; fleet.LOCUST_LIVENESS
+    now, after llmload's own silence limit). That exited 0 with no line; now one line says why, and
+    exit 2, as a worker that cannot reach a target."""
     why = c.fleet.why_not_ready() if c.distributed else None
     if why is None and c.distributed:  # Locust dropped or gave up on the worker before llmload did
         clients = getattr(environment.runner, "clients", {})
@@ -96,7 +98,7 @@ def _ended_before_the_start(environment: Any, c: Conductor) -> None:
         elif missing:
             why = (
                 f"every worker went missing before the start ({', '.join(missing)}: no heartbeat for "
-                "3 s, when Locust stops a test)"
+                f"{LOCUST_LIVENESS} s, when Locust stops a test)"
             )
     print(
         f"llmload: {why or 'the run ended before its start'}; nothing was sent", file=sys.stderr, flush=True

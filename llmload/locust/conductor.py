@@ -313,8 +313,8 @@ class Conductor:
 
     def worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         delta = data.get("llmload")
-        # once summary.json is being written, its figures are final
-        if delta and not self.frozen and self.fleet.reported(client_id):
+        # any report says the worker is there (one loading a dataset has no run yet); figures until summary.json
+        if self.fleet.reported(client_id) and delta and not self.frozen:
             self.agg.merge(delta)
             # Locust's message loop does not yield while messages wait: a master that fell behind ran no
             # tick, so its plan never ended (bench/bench_fleet.py, 300 workers, 2026-12-06)

@@ -66,6 +66,14 @@ def register(environment: Any, runner: Any, st: ProcessState) -> None:
 
 def _on_scenario_message(environment: Any, msg: Any, **_: Any) -> None:
     st = state_of(environment)
+    if st.master_watch is None:
+        _take_scenario(environment, st, msg)
+        return
+    with st.master_watch.busy():  # a large dataset takes seconds: no heartbeat is read meanwhile
+        _take_scenario(environment, st, msg)
+
+
+def _take_scenario(environment: Any, st: ProcessState, msg: Any) -> None:
     env = environment
     data = msg.data
     run = st.run

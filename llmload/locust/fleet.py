@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
+import locust.runners
 
 from llmload.base.exitcodes import EXIT_INPUT
 from llmload.locust.readiness import WorkerReadiness
@@ -33,10 +34,21 @@ log = logging.getLogger("llmload")
 # Four of Locust's 3 s report intervals. At 8 s, CI (2026-12-06, two test shards on 2 cores) counted
 # out a worker on the host that stayed up: its reports stopped for just over 8 s near the plan's end
 WORKER_LOST_AFTER_S = 12.0
+# Locust's master counts a worker missing after HEARTBEAT_LIVENESS heartbeats (1 s each, 3 by default)
+# and stops the test when the last one is: one worker frozen 6 s mid-run (SIGSTOP, as a busy host does)
+# ended its run, and was then counted out as lost though it came back (2026-12-07). Report silence
+# decides here, so the master's count is set past WORKER_LOST_AFTER_S (``outlast_locust``).
+LOCUST_LIVENESS = int(WORKER_LOST_AFTER_S) + 3
 # Checks come every tick (1 s) or every 0.2 s while draining: a gap this long means the master itself was
 # frozen, and the reports of that time still wait in its socket (the worker's side: orphan.STALL_S)
 FROZEN_S = 3.0
 MSG_SENT = "llmload_sent"  # worker -> master, before each request: {"t": target, "n": sent so far}
+
+
+def outlast_locust() -> None:
+    """A master: Locust counts a worker missing only after llmload's own silence limit has passed
+    (its module's global, read at each heartbeat)."""
+    locust.runners.HEARTBEAT_LIVENESS = LOCUST_LIVENESS
 
 
 class Fleet:
@@ -98,9 +110,9 @@ class Fleet:
         """Before the start: why the workers cannot begin (a target one cannot reach, all lost), or None."""
         live = self.live()
         why = self.readiness.failure(live)
-        lost = sorted(w.worker for w in self.outcome.lost_workers)
+        lost = sorted(f"{w.worker}: {w.reason}" for w in self.outcome.lost_workers)
         if why is None and not live and lost:
-            why = f"every worker was lost before the start ({', '.join(lost)})"
+            why = f"every worker was lost before the start ({'; '.join(lost)})"
         return why
 
     def ready_to_start(self, env: Any) -> bool:

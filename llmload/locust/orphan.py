@@ -19,7 +19,10 @@ The master answers every worker heartbeat (one a second) with its own; Locust fi
   tests: a master busy writing its reports must not lose its workers, and an idle worker sends nothing.
 
 Silence counts only while the worker is awake: a worker that was itself frozen (``STALL_S``) reads the
-heartbeats that came meanwhile before it judges its master again.
+heartbeats that came meanwhile before it judges its master again. So does one whose message loop was
+busy (``busy``): it builds its run from the master's scenario in that loop, and a large dataset takes
+seconds (a 670 MB ShareGPT file: over 15 s with the worker on a shared core; it took its live master
+for gone, 2026-12-07).
 
 Then, at once: it takes no new request, cuts every open stream (each recorded ``aborted``: the
 server got it, nobody waits for its end), writes its records to a spool (below), prints where, and
@@ -38,7 +41,8 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +87,7 @@ class MasterWatch:
         self.run_id = ""
         self.results_dir = ""  # the master's results directory, as the master names it
         self._recent: deque[tuple[float, list[dict[str, Any]]]] = deque()  # (when, lines) reported
+        self._busy = False  # the message loop is busy (``busy``): no heartbeat can be read
 
     def install(self) -> MasterWatch:
         self.env.events.heartbeat_received.add_listener(self._heartbeat)
@@ -95,6 +100,17 @@ class MasterWatch:
         """A scenario from the master: the run it belongs to, and where the master writes it."""
         self.run_id, self.results_dir = run_id, results_dir
         self._recent.clear()
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """This worker's message loop is busy meanwhile, and the master's heartbeats wait in its socket:
+        the master's silence counts from the end."""
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+            self.last_heartbeat = max(self.last_heartbeat, time.monotonic())
 
     def _heartbeat(self, **_: Any) -> None:
         self.last_heartbeat = time.monotonic()
@@ -146,6 +162,8 @@ class MasterWatch:
             late, last = now - last - CHECK_S, now
             if late > STALL_S:
                 self.frozen_for(late)  # judge again once the message loop has read what came meanwhile
+                continue
+            if self._busy:
                 continue
             why = self.why_gone(now)
             if why is not None:

@@ -30,6 +30,7 @@ from llmload.locust.conclude import discard_unstarted, stop_prepared
 from llmload.locust.conductor import Conductor, PlanShape
 from llmload.locust.controller import LLMRun
 from llmload.locust.departure import Departure
+from llmload.locust.fleet import outlast_locust
 from llmload.locust.hooks import on
 from llmload.locust.locust_log import quiet_headless
 from llmload.locust.orphan import MasterWatch
@@ -130,6 +131,7 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
         st.master_watch = MasterWatch(environment, run=lambda: st.run).install()  # orphan.py
         return
     if isinstance(runner, MasterRunner):
+        outlast_locust()
         watch_workers(
             environment,
             expect=max(1, int(options.expect_workers or 1)),
