@@ -170,6 +170,20 @@ CASES: list[tuple[str, str, dict[str, str], list[str], str]] = [
         "t.csv:3: request tokens must be a finite number",
     ),
     (
+        "dataset not UTF-8",
+        scn(workload="{kind: jsonl, path: d.jsonl}"),
+        {"d.jsonl": b'{"prompt": "a"}\n{"prompt": "\xff"}\n'},
+        [],
+        "d.jsonl:2: not a UTF-8 text file (byte 0xff)",
+    ),
+    (
+        "csv trace not UTF-8",
+        scn(workload="{kind: trace, path: t.csv}", load="{}"),
+        {"t.csv": CSV_HEAD.encode() + b"1,5,5\xfe\n"},
+        [],
+        "t.csv:3: not a UTF-8 text file (byte 0xfe)",
+    ),
+    (
         "dataset NaN",
         scn(workload="{kind: jsonl, path: d.jsonl}"),
         {"d.jsonl": '{"prompt": "a", "output_tokens": NaN}\n'},

@@ -228,9 +228,19 @@ def paced(items: Iterable[T], every: int = PACE_ITEMS) -> Iterator[T]:
 
 
 def read_paced(path: Path) -> str:
-    """A UTF-8 input file's text as ``Path.read_text`` gives it, read in pieces of READ_CHARS, paced."""
-    with open(path, encoding="utf-8") as f:
-        return "".join(paced(iter(lambda: f.read(READ_CHARS), ""), every=1))
+    """A UTF-8 input file's text as ``Path.read_text`` gives it, read in pieces of READ_CHARS, paced;
+    a file that is not UTF-8 is an InputError naming the line (OSError is the caller's to word)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return "".join(paced(iter(lambda: f.read(READ_CHARS), ""), every=1))
+    except UnicodeDecodeError:
+        raw = path.read_bytes()
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw[: e.start].count(b"\n") + 1
+            raise InputError(f"{path}:{line}: not a UTF-8 text file (byte 0x{raw[e.start]:02x})") from None
+        raise
 
 
 def jsonl_objects(text: str, path: Path) -> Iterator[tuple[int, Any]]:
