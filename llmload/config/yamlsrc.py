@@ -252,40 +252,40 @@ def jsonl_objects(text: str, path: Path) -> Iterator[tuple[int, Any]]:
         yield n, json_value(line, path, n)
 
 
-def json_array_items(text: str, path: Path, not_a_list: str) -> Iterator[tuple[int, Any]]:
-    """The values of a JSON file that is one list, each with the 1-based line it starts on, decoded one
-    at a time, paced (one ``json.loads`` of a large file is a call nothing can interrupt). A file
-    that holds something else is the InputError ``not_a_list``; invalid JSON names its line."""
-    line = 1
+def json_array_items(text: str, path: Path, not_a_list: str) -> Iterator[Any]:
+    """The values of a JSON file that is one list, decoded one at a time, paced (one ``json.loads`` of
+    a large file is a call nothing can interrupt). A file that holds something else is the InputError
+    ``not_a_list``; invalid JSON names its line (counted only then)."""
+    pos = 0
+
+    def line() -> int:  # of the value being read
+        return 1 + text.count("\n", 0, pos)
 
     def no_constant(name: str) -> Any:
-        raise InputError(f"{path}:{line}: {name} is not a JSON number")
+        raise InputError(f"{path}:{line()}: {name} is not a JSON number")
 
     decoder = json.JSONDecoder(parse_constant=no_constant)
     pos = _space(text, 0)
     if not text.startswith("[", pos):
         json_value(text, path)  # invalid JSON raises its own error here
         raise InputError(not_a_list)
-    pos = mark = _space(text, pos + 1)
-    line = 1 + text.count("\n", 0, pos)
-    more = not text.startswith("]", pos)
-    for _ in paced(itertools.count()) if more else ():
-        line, mark = line + text.count("\n", mark, pos), pos
+    pos = _space(text, pos + 1)
+    for _ in paced(itertools.count()) if not text.startswith("]", pos) else ():
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
         except RecursionError:
-            raise InputError(f"{path}:{line}: invalid JSON: nested too deep") from None
-        yield line, value
+            raise InputError(f"{path}:{line()}: invalid JSON: nested too deep") from None
+        yield value
         pos = _space(text, end)
         if text.startswith("]", pos):
             break
         if not text.startswith(",", pos):
-            raise InputError(f"{path}:{1 + text.count(chr(10), 0, pos)}: invalid JSON: expected ',' or ']'")
+            raise InputError(f"{path}:{line()}: invalid JSON: expected ',' or ']'")
         pos = _space(text, pos + 1)
     if _space(text, pos + 1) != len(text):
-        raise InputError(f"{path}:{1 + text.count(chr(10), 0, pos)}: invalid JSON: text after the list")
+        raise InputError(f"{path}:{line()}: invalid JSON: text after the list")
 
 
 def _space(text: str, pos: int) -> int:

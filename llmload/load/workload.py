@@ -251,7 +251,7 @@ def load_dataset(path: Path, kind: str) -> list[tuple[list[dict[str, str]], int 
             items.append(_jsonl_item(obj, path, n))
     else:
         not_a_list = f"{path}:1: a ShareGPT file is a JSON list of {{conversations: [...]}}"
-        for n, (_line, conv) in enumerate(json_array_items(text, path, not_a_list)):
+        for n, conv in enumerate(json_array_items(text, path, not_a_list)):
             item = _sharegpt_item(conv, path, n)
             if item is not None:
                 items.append(item)
