@@ -254,6 +254,18 @@ def _stamps(
     return s
 
 
+def test_the_delays_the_read_path_lists_are_in_the_histogram_and_each_take_hands_them_on_once() -> None:
+    s = ReadStamps(source="kernel")
+    s.delays.extend([0.0001, 0.0003, 0.0002])  # what the read path appends (response.py)
+    assert s.delay.count == 3 and s.delay.summary_ms()["max"] == pytest.approx(0.3)
+    s.delays.append(0.004)  # a later read: folded into the same histogram
+    wire = s.take()
+    assert Histogram.from_wire(wire["delay"]).count == 4 and s.delays == [] and s.delay.count == 0
+    s.delays.append(0.001)
+    s.delay = Histogram()  # a histogram set in place (a test's) drops what was listed before it
+    assert s.delay.count == 0
+
+
 def test_a_lagging_client_invalidates_only_figures_read_with_user_space_stamps() -> None:
     client = Client(loop_lag_threshold_ms=25.0, cpu_threshold_percent=90.0)
     lag = Histogram()

@@ -37,7 +37,7 @@ from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
 from llmload.client.batch_reader import BatchReader, OnBlock
 from llmload.client.failures import ConnectFailed, TimedOut, parse_retry_after
-from llmload.client.stamped_socket import StampedSocket
+from llmload.client.stamped_socket import RECV_ANCILLARY, StampedSocket, kernel_delay
 from llmload.client.watchdog import Watchdog
 from llmload.measure.stamps import ReadStamps
 
@@ -143,21 +143,28 @@ class GeventResponse:
         sock = resp._sock
         if sock is None:
             return True
-        stamped = sock if isinstance(sock, StampedSocket) else None
+        # The read and its stamp in this frame, the hand-off in ``_took``: through the socket's own
+        # stamped read (two calls more) and a histogram's record per read (three), 2-3 us a chunk more
+        # (200 streams, 10,000 chunks/s, one core, 3 runs each: reading only 31.9 against 29.6, the
+        # stream client too 39.8 against 36.2; 2026-12-07)
+        stamped = isinstance(sock, StampedSocket)
         try:
-            if stamped is not None:
-                data = stamped.recv_ready(self._block)
-                t = stamped.read_at
+            if stamped:
+                data, ancillary, _flags, _addr = sock._sock.recvmsg(self._block, RECV_ANCILLARY)
+                wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
+                t = time.perf_counter()
+                delay = kernel_delay(ancillary, wall)
             else:
                 data = sock._sock.recv(self._block)
                 t = time.perf_counter()
+                delay = None
         except (BlockingIOError, InterruptedError):
-            if stamped is not None and stamped.send_stamps:
-                stamped.take_send_stamps()
+            if stamped and sock.send_stamps:
+                sock.take_send_stamps()
             return None
         except OSError as e:
             raise self._failed(e) from e
-        block = self._took(resp, stamped, data, t)
+        block = self._took(resp, data, t, delay)
         if block is not None and on_block(*block):
             return False
         if not data:
@@ -194,8 +201,9 @@ class GeventResponse:
         data = bytes(buf)
         del buf[:]
         sock = resp._sock  # None when the whole response came with the headers (released)
-        stamped = sock if isinstance(sock, StampedSocket) else None
-        return self._stamped(stamped, stamped.read_at if stamped is not None else time.perf_counter()), data
+        if isinstance(sock, StampedSocket):
+            return self._stamped(sock.read_at, sock.delay), data
+        return self._stamped(time.perf_counter(), None), data
 
     def _read(self, resp: HTTPSocketPoolResponse) -> Iterator[tuple[float, bytes]]:
         while not resp.message_complete:
@@ -208,10 +216,10 @@ class GeventResponse:
                 raise self._failed(e) from e
             except gevent.Timeout as e:
                 raise TimedOut(self._silence()) from e
-            stamped = sock if isinstance(sock, StampedSocket) else None
-            block = self._took(
-                resp, stamped, data, stamped.read_at if stamped is not None else time.perf_counter()
-            )
+            if isinstance(sock, StampedSocket):
+                block = self._took(resp, data, sock.read_at, sock.delay)
+            else:
+                block = self._took(resp, data, time.perf_counter(), None)
             if block is not None:
                 yield block
             if not data:
@@ -225,11 +233,12 @@ class GeventResponse:
         return ConnectFailed(str(e))
 
     def _took(
-        self, resp: HTTPSocketPoolResponse, stamped: StampedSocket | None, data: bytes, t: float
+        self, resp: HTTPSocketPoolResponse, data: bytes, t: float, delay: float | None
     ) -> tuple[float, bytes] | None:
-        """Feed a read's bytes to the HTTP parser: the body bytes they completed with the read's stamp,
-        or None. An empty read is the peer's close: the parser is told (a close-delimited body ends
-        there) and what it held is given with the read's own time."""
+        """Feed a read's bytes (read at ``t``, ``delay`` after the kernel's receive stamp where there is
+        one) to the HTTP parser: the body bytes they completed with the read's stamp, or None. An
+        empty read is the peer's close: the parser is told (a close-delimited body ends there) and
+        what it held is given with the read's own time."""
         self.last_read = t
         if self.timed_out:
             raise TimedOut(self._silence())
@@ -241,7 +250,7 @@ class GeventResponse:
                 pass
             stamp = t
         else:
-            stamp = self._stamped(stamped, t)
+            stamp = self._stamped(t, delay)
             try:
                 _FEED(resp, data)
             except HTTPParseError as e:
@@ -258,14 +267,14 @@ class GeventResponse:
         if not resp.message_complete:
             raise ConnectFailed("connection closed by the server before the body ended")
 
-    def _stamped(self, sock: StampedSocket | None, t: float) -> float:
-        """The stamp of the read just made (the kernel's where ``sock`` has one, else ``t``), counted
-        by source; never before a stamp already given (that one was late)."""
+    def _stamped(self, t: float, delay: float | None) -> float:
+        """The stamp of a read made at ``t`` (the kernel's, ``delay`` before it, where there is one),
+        counted by source; never before a stamp already given (that one was late)."""
         stamps = self._stamps
-        if sock is not None and sock.delay is not None and stamps.source == "kernel":
-            stamp, by_kernel = sock.stamp, True
+        if delay is not None and stamps.source == "kernel":
+            stamp, by_kernel = t - delay, True
             stamps.kernel_reads += 1
-            stamps.delay.record(sock.delay)
+            stamps.delays.append(delay)
         else:
             stamp, by_kernel = t, False
             stamps.user_reads += 1

@@ -7,9 +7,11 @@ GC pause or another process on the core between the segment's arrival and the re
 counted as server latency: it is measured instead, as the client delay of the read (user-space
 time minus kernel time, ``ReadStamps``). Checked here with the event loop blocked for 30 ms: the
 kernel stamp showed the read 10 ms late that a user-space clock would have called server time.
-The connection's socket does this for every read (``StampedSocket``, which llmload/client/transport.py
-makes the pool's socket factory), the reads geventhttpclient makes for the response headers included, so body bytes that came with the headers (a server that
-sends its first token with them) keep their arrival time too. TLS targets (no recvmsg on an SSL
+The connection's socket does this for every read it makes (``StampedSocket``, which
+llmload/client/transport.py makes the pool's socket factory), the reads geventhttpclient makes for
+the response headers included, so body bytes that came with the headers (a server that sends its
+first token with them) keep their arrival time too. The batch reader's reads ask for the same stamp
+on the socket itself, in one frame (``read_ready`` in llmload/client/response.py, ``kernel_delay``). TLS targets (no recvmsg on an SSL
 socket) and other systems keep the user-space stamp, counted apart (llmload/measure/stamps.py).
 
 Its sends are stamped too (``SO_TIMESTAMPING``, software send stamps from the error queue): after each
@@ -32,7 +34,7 @@ import gevent
 SO_TIMESTAMPNS = 35
 KERNEL_STAMPS = sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64", "arm64")
 _TIMESPEC = struct.Struct("@qq")
-_ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0
+RECV_ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if KERNEL_STAMPS else 0
 # A kernel stamp further back than this is not trusted (the wall clock was stepped): user stamp.
 _MAX_DELAY_S = 60.0
 # Segments that wait in the socket while the client is behind share one stamp: the kernel merges
@@ -147,7 +149,7 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
             self._wait(self._read_event)
         while True:
             try:
-                data, ancillary, _flags, _addr = self._sock.recvmsg(bufsize, _ANCILLARY, flags)
+                data, ancillary, _flags, _addr = self._sock.recvmsg(bufsize, RECV_ANCILLARY, flags)
                 break
             except BlockingIOError:
                 if self.timeout == 0.0:
@@ -158,22 +160,22 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
         self._stamp_read(ancillary)
         return data
 
-    def recv_ready(self, bufsize: int) -> bytes:
-        """One read without waiting, for a reader that knows the socket is ready (batch_reader.py):
-        stamped as ``recv``'s; BlockingIOError when there was nothing after all."""
-        data: bytes
-        data, ancillary, _flags, _addr = self._sock.recvmsg(bufsize, _ANCILLARY)
-        self._stamp_read(ancillary)
-        return data
-
     def _stamp_read(self, ancillary: list[tuple[int, int, bytes]]) -> None:
         wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late
         t = time.perf_counter()
         self.read_at = self.stamp = t
-        self.delay = None
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
-                sec, nsec = _TIMESPEC.unpack_from(payload)
-                delay = wall - (sec + nsec * 1e-9)  # both wall clock: the offset cancels
-                if 0.0 <= delay < _MAX_DELAY_S:
-                    self.stamp, self.delay = t - delay, delay
+        self.delay = kernel_delay(ancillary, wall)
+        if self.delay is not None:
+            self.stamp = t - self.delay
+
+
+def kernel_delay(ancillary: list[tuple[int, int, bytes]], wall: float) -> float | None:
+    """Seconds from the kernel's receive stamp in a read's ``ancillary`` data to ``wall`` (the wall
+    clock just after the read, taken before the monotonic one), or None: no stamp, or one past
+    ``_MAX_DELAY_S``. Both are wall-clock times: the offset cancels."""
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(payload)
+            delay = wall - (sec + nsec * 1e-9)
+            return delay if 0.0 <= delay < _MAX_DELAY_S else None
+    return None

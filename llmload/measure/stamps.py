@@ -37,9 +37,25 @@ class ReadStamps:
     coalesced_first_tokens: int = 0  # of which that read brought later tokens too (one stamp for all)
     kernel_sends: int = 0  # requests whose start is the kernel's send of their last byte (stamped_socket.py)
     user_sends: int = 0  # requests whose start is the client's clock before the send
-    delay: Histogram = field(default_factory=Histogram)
+    # the client delay of each kernel-stamped read since ``delay`` was last read: the read path appends
+    # to a list, where a histogram's record per read cost about 1 us a chunk more (response.py)
+    delays: list[float] = field(default_factory=list)
+    held_delay: Histogram = field(default_factory=Histogram)
     refused: bool = False  # a socket refused SO_TIMESTAMPNS: this process stays on user-space stamps
     sources: set[str] = field(default_factory=set)  # merged: every process's source
+
+    @property
+    def delay(self) -> Histogram:
+        """Every kernel-stamped read's client delay (the reads since the last call folded in)."""
+        if self.delays:
+            self.held_delay.record_all(self.delays)
+            self.delays.clear()
+        return self.held_delay
+
+    @delay.setter
+    def delay(self, histogram: Histogram) -> None:
+        self.delays.clear()
+        self.held_delay = histogram
 
     def _counts(self) -> dict[str, Any]:
         return {
