@@ -214,18 +214,22 @@ def compare(rows: list[dict], readers: list[str]) -> int:
         ratio = predicted / measured
         ok = abs(ratio - 1) <= TOLERANCE
         failed += not ok
-        onsets = [
-            r["selftest_coalescing_from"]
-            for r in rows
-            if r["rate_asked"] == rate and r["reader"] == "batched"
-        ]
+        onsets = ", ".join(_onset(r) for r in rows if r["rate_asked"] == rate and r["reader"] == "batched")
         coalesced = median_of(rows, rate, "batched", "coalesced_percent")
         print(
             f"self-test at {rate:,.0f} chunks/s: {predicted:.1f} us per chunk against the run's {measured:.1f}"
-            f" (predicted / measured {ratio:.2f}); its reads coalesced from {onsets} chunks/s, the run's"
+            f" (predicted / measured {ratio:.2f}); its reads coalesced {onsets}; the run's"
             f" {coalesced}%  check {'ok' if ok else 'FAILED'} (within {TOLERANCE:.0%})"
         )
     return 1 if failed else 0
+
+
+def _onset(r: dict) -> str:
+    """Where one run's self-test saw its reads coalesce, or how far it went without."""
+    if r["selftest_coalescing_from"] is not None:
+        return f"from {r['selftest_coalescing_from']:,.0f} chunks/s"
+    levels = r["selftest_levels"] or [{}]
+    return f"nowhere up to {levels[-1].get('chunks_per_s', 0):,.0f} chunks/s"
 
 
 if __name__ == "__main__":
