@@ -11,6 +11,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES = [
     "bench_stream.py",
     "bench_hotpath.py",  # CPU per chunk of each part of a run's hot path besides the socket
+    "bench_readpath.py",  # CPU per chunk of the read path against a bare Python epoll loop (issue 27)
     "bench_fullrun.py",  # CPU per chunk of a whole run, each reader, and the self-test held to it (issue 27)
     "bench_run_ids.py",
     "bench_sim.py",
