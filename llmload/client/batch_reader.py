@@ -3,9 +3,9 @@
 With one greenlet per stream, every chunk costs a wake-up of that greenlet: the hub's callback for
 its socket, a switch to the greenlet and back, and the generator steps between the socket and the
 parser. A py-spy profile of a full run at 9,800 chunks/s put that machinery near half of the
-client's Python time (docs/benchmarks.md). Here one greenlet per event loop holds an epoll set of
-every streaming socket and waits on the epoll's own descriptor (one hub watcher, however many
-streams). Each time it wakes it reads every ready socket once, stamped as before
+client's Python time (docs/development.md, Benchmarks). Here one greenlet per event loop holds an
+epoll set of every streaming socket and waits on the epoll's own descriptor (one hub watcher,
+however many streams). Each time it wakes it reads every ready socket once, stamped as before
 (llmload/client/stamped_socket.py), feeds the bytes to the response's HTTP parser, and hands the
 body to the stream's consumer (the stream client's parser and timers) in the same greenlet. The
 request's own greenlet sends, reads the headers, then waits once for the body's end.
