@@ -59,13 +59,15 @@ def test_every_file_a_docs_command_names_exists_and_every_llmload_command_is_one
                 assert words[1] in commands, f"{b.where}: llmload has no command {words[1]!r} ({cmd})"
 
 
-def test_every_docs_page_the_code_or_the_docs_name_exists() -> None:
+def test_every_docs_page_and_source_file_the_code_or_the_docs_name_exists() -> None:
+    """A page or a module named where it was renamed or never written: a reader is sent nowhere."""
     named: dict[str, str] = {}
+    pattern = r"\b(?:docs/[\w-]+\.md|(?:llmload|collectors|bench|scripts)/[\w./-]+\.(?:py|sh))\b"
     for folder in ("llmload", "collectors", "bench", "tests", "scripts", "docs", "grafana"):
         for f in (ROOT / folder).rglob("*"):
             if f.suffix in (".py", ".md", ".sh", ".yaml", ".json") and f.is_file():
-                for page in re.findall(r"\bdocs/[\w-]+\.md\b", f.read_text(errors="replace")):
-                    named.setdefault(page, str(f.relative_to(ROOT)))
-    assert "docs/metrics.md" in named  # the files were read
-    missing = {page: where for page, where in named.items() if not (ROOT / page).is_file()}
-    assert not missing, f"pages named but not in docs/ (page: first file naming it): {missing}"
+                for path in re.findall(pattern, f.read_text(errors="replace")):
+                    named.setdefault(path, str(f.relative_to(ROOT)))
+    assert "docs/metrics.md" in named and "llmload/client/response.py" in named  # the files were read
+    missing = {path: where for path, where in named.items() if not (ROOT / path).is_file()}
+    assert not missing, f"named but not in the repository (path: first file naming it): {missing}"

@@ -304,7 +304,7 @@ def worker_command(argv: list[str]) -> int:
 
 
 def _locust_main(largs: list[str]) -> int:
-    with signals_held():  # gevent's monkey-patching must not be cut (llmload/base/held_signals.py)
+    with signals_held():  # gevent's monkey-patching must not be cut (llmload/base/early_signals.py)
         import locust.main
 
     sys.argv = ["locust", *largs]
