@@ -43,7 +43,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clientcpu import CHUNKS, PER_STREAM, quiet, row, window  # noqa: E402
+from clientcpu import CHUNKS, PER_STREAM, quiet, row, sse_server, window  # noqa: E402
 from peers import aiperf, vllm_bench  # noqa: E402
 
 TOLERANCE = 0.15  # the self-test's cost per chunk against the run's (issue 27)
@@ -139,44 +139,20 @@ def main() -> int:
     ap.add_argument("--no-peers", action="store_true", help="skip vllm bench serve and AIPerf")
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))
-    with tempfile.TemporaryDirectory(prefix="llmload-fullrun-srv-") as d:
-        port_file = Path(d) / "port"
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "tests" / "sse_server.py"),
-                "--port",
-                "0",
-                "--port-file",
-                str(port_file),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            if len(cores) > 1:
-                os.sched_setaffinity(server.pid, {cores[-1]})
-            for _ in range(200):
-                if port_file.exists() and port_file.read_text().strip():
-                    break
-                time.sleep(0.05)
-            port = int(port_file.read_text())
-            rows = []
-            readers = args.readers.split(",")
-            for rate in [float(r) for r in args.rates.split(",")]:
-                for reader in readers:
-                    for _ in range(args.repeats if reader == readers[0] else 1):
-                        r = one(port, rate, args.seconds, args.settle, reader, cores[0], cores[-1])
-                        rows.append(r)
-                        print(json.dumps(r), flush=True)
-                for run_peer in () if args.no_peers else (vllm_bench, aiperf):
-                    peer = run_peer(port, rate, args.seconds - args.settle, cores[0])
-                    if peer is not None:
-                        rows.append(peer)
-                        print(json.dumps(peer), flush=True)
-        finally:
-            server.kill()
-            server.wait()
+    rows = []
+    readers = args.readers.split(",")
+    with sse_server(cores[-1]) as port:
+        for rate in [float(r) for r in args.rates.split(",")]:
+            for reader in readers:
+                for _ in range(args.repeats if reader == readers[0] else 1):
+                    r = one(port, rate, args.seconds, args.settle, reader, cores[0], cores[-1])
+                    rows.append(r)
+                    print(json.dumps(r), flush=True)
+            for run_peer in () if args.no_peers else (vllm_bench, aiperf):
+                peer = run_peer(port, rate, args.seconds - args.settle, cores[0])
+                if peer is not None:
+                    rows.append(peer)
+                    print(json.dumps(peer), flush=True)
     print("\nchunks/s asked | client | chunks/s read | client CPU | us per chunk | ITL p99 (server: 20 ms)")
     for r in rows:
         print(

@@ -31,14 +31,13 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clientcpu import CHUNKS, PER_STREAM, quiet, sent  # noqa: E402
+from clientcpu import CHUNKS, PER_STREAM, quiet, sent, sse_server  # noqa: E402
 
 MODES = ("floor", "read", "client")
 SO_TIMESTAMPNS = 35  # llmload/client/stamped_socket.py
@@ -161,49 +160,21 @@ def main() -> int:
         return 0
     cores = sorted(os.sched_getaffinity(0))
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="llmload-readpath-") as d:
-        port_file = Path(d) / "port"
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "tests" / "sse_server.py"),
-                "--port",
-                "0",
-                "--port-file",
-                str(port_file),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            os.sched_setaffinity(server.pid, {cores[-1]})
-            while not (port_file.exists() and port_file.read_text().strip()):
-                time.sleep(0.05)
-            port = int(port_file.read_text())
-            for _ in range(a.repeats):
-                for mode in MODES:  # in turn, so the host's drift falls on every mode alike
-                    quiet(port)
-                    cmd = [sys.executable, __file__, "--client", mode, "--port", str(port)]
-                    cmd += [
-                        "--streams",
-                        str(a.streams),
-                        "--seconds",
-                        str(a.seconds),
-                        "--settle",
-                        str(a.settle),
-                    ]
-                    p = subprocess.run(
-                        ["taskset", "-c", str(cores[0]), *cmd], capture_output=True, text=True, timeout=120
-                    )
-                    lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
-                    if not lines:
-                        raise SystemExit(f"{mode} printed nothing: {p.stderr[-2000:]}")
-                    r = json.loads(lines[-1])
-                    rows.append(r)
-                    print(json.dumps(r), flush=True)
-        finally:
-            server.kill()
-            server.wait()
+    with sse_server(cores[-1]) as port:
+        for _ in range(a.repeats):
+            for mode in MODES:  # in turn, so the host's drift falls on every mode alike
+                quiet(port)
+                cmd = [sys.executable, __file__, "--client", mode, "--port", str(port)]
+                cmd += ["--streams", str(a.streams), "--seconds", str(a.seconds), "--settle", str(a.settle)]
+                p = subprocess.run(
+                    ["taskset", "-c", str(cores[0]), *cmd], capture_output=True, text=True, timeout=120
+                )
+                lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
+                if not lines:
+                    raise SystemExit(f"{mode} printed nothing: {p.stderr[-2000:]}")
+                r = json.loads(lines[-1])
+                rows.append(r)
+                print(json.dumps(r), flush=True)
     print(f"\n{a.streams} streams, CPU per chunk of one client core (medians of {a.repeats})")
     print("mode    | chunks/s | user us | system us | us per chunk")
     total = {}

@@ -8,14 +8,40 @@ process tree (psutil), over a window of the caller's choosing.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 
 PER_STREAM = 50.0  # chunks/s of one stream: one every 20 ms
 CHUNKS = 200  # chunks per request
+SSE_SERVER = Path(__file__).resolve().parent.parent / "tests" / "sse_server.py"
+
+
+@contextmanager
+def sse_server(core: int) -> Iterator[int]:
+    """The test SSE server, pinned to ``core``, for the block: its port."""
+    with tempfile.TemporaryDirectory(prefix="llmload-bench-srv-") as d:
+        port_file = Path(d) / "port"
+        cmd = [sys.executable, str(SSE_SERVER), "--port", "0", "--port-file", str(port_file)]
+        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            os.sched_setaffinity(server.pid, {core})
+            for _ in range(400):
+                if port_file.exists() and port_file.read_text().strip():
+                    break
+                time.sleep(0.05)
+            yield int(port_file.read_text())
+        finally:
+            server.kill()
+            server.wait()
 
 
 def tree_cpu(p: psutil.Process) -> tuple[float, float]:
