@@ -11,8 +11,9 @@ The connection's socket does this for every read it makes (``StampedSocket``, wh
 llmload/client/transport.py makes the pool's socket factory), the reads geventhttpclient makes for
 the response headers included, so body bytes that came with the headers (a server that sends its
 first token with them) keep their arrival time too. The batch reader's reads ask for the same stamp
-on the socket itself, in one frame (``read_ready`` in llmload/client/response.py, ``kernel_delay``). TLS targets (no recvmsg on an SSL
-socket) and other systems keep the user-space stamp, counted apart (llmload/measure/stamps.py).
+on the socket itself, in one frame (``read_ready`` in llmload/client/response.py, ``kernel_delay``).
+TLS targets (no recvmsg on an SSL socket) and other systems keep the user-space stamp, counted apart
+(llmload/measure/stamps.py).
 
 Its sends are stamped too (``SO_TIMESTAMPING``, software send stamps from the error queue): after each
 ``sendall``, ``sent_at`` is when the kernel sent its last byte, so a request starts at its send and

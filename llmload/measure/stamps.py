@@ -38,7 +38,8 @@ class ReadStamps:
     kernel_sends: int = 0  # requests whose start is the kernel's send of their last byte (stamped_socket.py)
     user_sends: int = 0  # requests whose start is the client's clock before the send
     # the client delay of each kernel-stamped read since ``delay`` was last read: the read path appends
-    # to a list, where a histogram's record per read cost about 1 us a chunk more (response.py)
+    # to a list, where a histogram's record per read cost about 1 us a chunk more (response.py); a
+    # load process's drain (``take``, every report interval) folds it, so it holds one interval's reads
     delays: list[float] = field(default_factory=list)
     held_delay: Histogram = field(default_factory=Histogram)
     refused: bool = False  # a socket refused SO_TIMESTAMPNS: this process stays on user-space stamps
