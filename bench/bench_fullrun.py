@@ -3,9 +3,9 @@
 The test SSE server (tests/sse_server.py, its own process pinned to one core) streams 200 chunks
 per request at 20 ms gaps (50 chunks/s per stream); ``llmload run`` (pinned to the other core) runs
 ``rate / 50`` closed-loop users against it for ``--seconds``. The client's CPU (its whole process
-tree, psutil) is sampled over the steady window, from ``--settle`` seconds after the start to two
-seconds before the end, and divided by the chunks read in that window (each request's chunks
-spread evenly over its own span, from requests.jsonl). Each rate runs with each reader the run can
+tree, psutil) is sampled over the steady window, from ``--settle`` seconds after the load streams
+(90% of its rate reached, the self-test over) to a few seconds before its end, and divided by the
+chunks the server sent in that window. Each rate runs with each reader the run can
 use (``client.reader``: ``batched``, one loop reading every ready stream, ``--repeats`` times, and
 ``greenlet``, one greenlet reading each stream, once), so the two are compared on the same host in
 the same run, by their medians; the ITL p99 beside it is the run's own, against the server's 20 ms beat.
@@ -43,7 +43,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clientcpu import CHUNKS, PER_STREAM, quiet, row, sse_server, window  # noqa: E402
+from clientcpu import CHUNKS, PER_STREAM, quiet, row, sse_server, steady, window  # noqa: E402
 from peers import aiperf, vllm_bench  # noqa: E402
 
 TOLERANCE = 0.15  # the self-test's cost per chunk against the run's (issue 27)
@@ -74,16 +74,16 @@ def scenario(port: int, users: int, seconds: float, reader: str) -> str:
     )
 
 
-def pin_children(p: psutil.Process, core: int, seconds: float) -> None:
-    """Move the run's children (the self-test's loopback server) to ``core`` as they appear."""
-    end = time.time() + seconds
-    while time.time() < end:
+def pin_children(p: psutil.Process, core: int, until: threading.Event) -> None:
+    """Move the run's children (the self-test's loopback server) to ``core`` as they appear, until the
+    load streams (the self-test is over by then)."""
+    while not until.is_set():
         for q in p.children(recursive=True):
             try:
                 os.sched_setaffinity(q.pid, {core})
             except OSError:
                 pass
-        time.sleep(0.05)
+        until.wait(0.05)
 
 
 def one(port: int, rate: float, seconds: float, settle: float, reader: str, core: int, other: int) -> dict:
@@ -107,9 +107,14 @@ def one(port: int, rate: float, seconds: float, settle: float, reader: str, core
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         os.sched_setaffinity(proc.pid, {core})
         p = psutil.Process(proc.pid)
-        threading.Thread(target=pin_children, args=(p, other, settle), daemon=True).start()
+        streaming = threading.Event()
+        threading.Thread(target=pin_children, args=(p, other, streaming), daemon=True).start()
+        # the window starts ``settle`` after the load streams: the start-up and the self-test before it
+        # take seconds that vary with the host (a fixed wait from the start once measured the ramp)
+        steady(port, rate, proc, timeout_s=60.0, ramp_s=10.0)
+        streaming.set()
         time.sleep(settle)
-        measured = window(p, port, max(1.0, seconds - settle))
+        measured = window(p, port, max(1.0, seconds - settle - 4.0))
         _, err = proc.communicate(timeout=seconds + 120)
         if proc.returncode not in (0, 3):
             raise SystemExit(f"llmload run exited {proc.returncode}: {err[-2000:]}")
@@ -133,7 +138,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rates", default="5000,10000,20000")
     ap.add_argument("--seconds", type=float, default=24.0)
-    ap.add_argument("--settle", type=float, default=10.0)
+    ap.add_argument("--settle", type=float, default=6.0, help="seconds after the load streams")
     ap.add_argument("--readers", default="batched,greenlet")
     ap.add_argument("--repeats", type=int, default=3, help="runs of the first reader per rate (medians)")
     ap.add_argument("--no-peers", action="store_true", help="skip vllm bench serve and AIPerf")
