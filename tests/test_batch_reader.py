@@ -16,6 +16,7 @@ from llmload.client.batch_reader import BatchReader
 from llmload.client.openai_stream import build_request, stream_request
 from llmload.client.transport import GeventTransport
 from llmload.measure.records import RequestRecord
+from llmload.measure.stamps import FOLD_EVERY, ReadStamps
 
 CHUNKS = 30
 
@@ -56,6 +57,26 @@ def test_both_readers_give_whole_records(sse_server: str, batched: bool, kernel:
         assert read >= 40 and not reader._streams
     else:
         assert read == 0
+
+
+def test_the_read_path_folds_its_client_delays_as_it_reads(sse_server: str) -> None:
+    # Held until the drain, a second's delays at 20,000 chunks/s took 6-18 ms to fold: a stall of
+    # the event loop each second (llmload/measure/stamps.py). The read path folds every FOLD_EVERY.
+    shared = ReadStamps()
+    req = _request(n=60)
+
+    def one() -> None:
+        tr = GeventTransport(sse_server, stamps=shared)
+        try:
+            for _ in range(2):
+                stream_request(tr, req, RequestRecord(target="t"))  # type: ignore[arg-type]
+        finally:
+            tr.close()
+
+    gevent.joinall([gevent.spawn(one) for _ in range(20)], timeout=60, raise_error=True)
+    assert shared.source == "kernel" and shared.kernel_reads >= FOLD_EVERY  # a fold was due
+    assert len(shared.delays) < FOLD_EVERY and shared.held_delay.count >= FOLD_EVERY
+    assert shared.delay.count == shared.kernel_reads  # none lost in the folds
 
 
 @pytest.mark.parametrize("batched", [True, False])

@@ -39,7 +39,7 @@ from llmload.client.batch_reader import BatchReader, OnBlock
 from llmload.client.failures import ConnectFailed, TimedOut, parse_retry_after
 from llmload.client.stamped_socket import RECV_ANCILLARY, StampedSocket, kernel_delay
 from llmload.client.watchdog import Watchdog
-from llmload.measure.stamps import ReadStamps
+from llmload.measure.stamps import FOLD_EVERY, ReadStamps
 
 # The C parser's feed, without geventhttpclient's wrapper (which mends only a HEAD response's body,
 # and a stream is never one)
@@ -274,7 +274,10 @@ class GeventResponse:
         if delay is not None and stamps.source == "kernel":
             stamp, by_kernel = t - delay, True
             stamps.kernel_reads += 1
-            stamps.delays.append(delay)
+            delays = stamps.delays
+            delays.append(delay)
+            if len(delays) >= FOLD_EVERY:
+                stamps.fold()
         else:
             stamp, by_kernel = t, False
             stamps.user_reads += 1
