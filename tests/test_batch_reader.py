@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 import gevent
+import gevent.monkey
 import greenlet
 import pytest
 
@@ -77,6 +78,28 @@ def test_the_read_path_folds_its_client_delays_as_it_reads(sse_server: str) -> N
     assert shared.source == "kernel" and shared.kernel_reads >= FOLD_EVERY  # a fold was due
     assert len(shared.delays) < FOLD_EVERY and shared.held_delay.count >= FOLD_EVERY
     assert shared.delay.count == shared.kernel_reads  # none lost in the folds
+
+
+def test_a_ready_stream_is_read_by_the_greenlet_that_asks(sse_server: str) -> None:
+    # The request greenlets read what is ready as they resume and send (read_now), between their
+    # bookkeeping, rather than leave it to the loop's next turn. Here the test's greenlet blocks the
+    # event loop, so the loop's greenlet cannot run: what was read, read_now read.
+    reader = BatchReader.of_hub()
+    tr = GeventTransport(sse_server)
+    g = gevent.spawn(stream_request, tr, _request(n=10, interval_ms=50.0), RequestRecord(target="t"))
+    for _ in range(2000):  # until its body is followed (its headers came)
+        if reader._streams or g.dead:
+            break
+        gevent.sleep(0.005)
+    assert reader._streams, "the stream never reached the batch reader"
+    reads0 = reader.reads
+    gevent.monkey.get_original("time", "sleep")(0.2)  # chunks arrive; no greenlet runs
+    assert reader.reads == reads0
+    reader.read_now()
+    assert reader.reads > reads0
+    rec = g.get(timeout=30)
+    assert rec.status == "ok" and rec.chunks == 10
+    tr.close()
 
 
 @pytest.mark.parametrize("batched", [True, False])

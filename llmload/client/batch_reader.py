@@ -10,6 +10,14 @@ however many streams). Each time it wakes it reads every ready socket once, stam
 body to the stream's consumer (the stream client's parser and timers) in the same greenlet. The
 request's own greenlet sends, reads the headers, then waits once for the body's end.
 
+Ready streams are read from the request greenlets too (``read_now``): as one resumes at its body's
+end, and as it sends its next request. Streams of the same length end together (a closed loop's
+cohort), and the hub then runs their greenlets one after another, each request's bookkeeping and
+next send (100-200 us) before it polls again: the loop's next read came 5-15 ms late, long enough
+for a stream's next chunk to arrive and share the read. Read in between, a whole ``llmload run`` at
+20,000 chunks/s (400 streams, one core, 8 runs each, alternated, 2026-12-07) had a median 0.58% of
+its reads coalesced where it had 1.27%, and a client delay p99 of 6.6 ms where it had 12.6.
+
 Silences are ended as before: the transport's watchdog shuts a silent socket down, which makes it
 ready, and its read then raises ``TimedOut``. Send stamps that reach the error queue after the
 headers make the socket poll as errored: a read that finds no data drains them.
@@ -77,7 +85,7 @@ class BatchReader:
         if self._greenlet is None or self._greenlet.dead:
             self._greenlet = gevent.spawn(self._loop)
         try:
-            return bool(stream.result.get())
+            ended = bool(stream.result.get())
         finally:
             if self._streams.get(fd) is stream:
                 del self._streams[fd]
@@ -85,6 +93,14 @@ class BatchReader:
                     self._epoll.unregister(fd)
                 except OSError:  # closed meanwhile: the kernel dropped it from the set
                     pass
+        self.read_now()  # before this request's bookkeeping (module docstring)
+        return ended
+
+    def read_now(self) -> None:
+        """Read the streams that are ready now, in the calling greenlet (a batch is the same work in
+        any greenlet: none switches within one)."""
+        if self._streams:
+            self._read(self._epoll.poll(0))
 
     def _loop(self) -> None:
         hub = gevent.get_hub()
@@ -93,28 +109,33 @@ class BatchReader:
         try:
             while streams:
                 hub.wait(watcher)
-                for fd, _events in self._epoll.poll(0):
-                    # a stream whose result is set has left ``streams`` (``_end``, ``follow``), and no
-                    # greenlet runs within a batch to add one: the lookup is the only check needed
-                    stream = streams.get(fd)
-                    if stream is None:
-                        continue
-                    self.reads += 1
-                    try:
-                        ended = stream.resp.read_ready(stream.on_block)
-                    except Exception as e:  # noqa: BLE001 - the request's greenlet raises it
-                        self._end(fd, stream)
-                        stream.result.set_exception(e)
-                        continue
-                    if ended is not None:
-                        self._end(fd, stream)
-                        stream.result.set(ended)
+                self._read(self._epoll.poll(0))
         finally:
             watcher.close()
             self._greenlet = None
             for fd, stream in list(streams.items()):  # killed: no stream is left waiting for ever
                 self._end(fd, stream)
                 stream.result.set_exception(ConnectFailed("the batch reader stopped (the process is ending)"))
+
+    def _read(self, ready: list[tuple[int, int]]) -> None:
+        """One read of each ready stream, handed on; a stream that ended or failed gets its result."""
+        streams = self._streams
+        for fd, _events in ready:
+            # a stream whose result is set has left ``streams`` (``_end``, ``follow``), and no
+            # greenlet runs within a batch to add one: the lookup is the only check needed
+            stream = streams.get(fd)
+            if stream is None:
+                continue
+            self.reads += 1
+            try:
+                ended = stream.resp.read_ready(stream.on_block)
+            except Exception as e:  # noqa: BLE001 - the request's greenlet raises it
+                self._end(fd, stream)
+                stream.result.set_exception(e)
+                continue
+            if ended is not None:
+                self._end(fd, stream)
+                stream.result.set(ended)
 
     def _end(self, fd: int, stream: _Stream) -> None:
         """Stop watching a stream whose result is set (its greenlet runs later)."""

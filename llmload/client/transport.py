@@ -75,6 +75,8 @@ class GeventTransport:
         self._send_stamps = send_stamps  # False: requests start on the client's clock (bench_stream compares)
 
     def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> GeventResponse:
+        if self._batched:
+            BatchReader.of_hub().read_now()  # after the last request's bookkeeping (batch_reader.py)
         wait = self.first_byte_timeout
         timer = gevent.Timeout(wait) if wait is not None else None
         if timer is not None:
