@@ -75,8 +75,9 @@ class GeventTransport:
         self._send_stamps = send_stamps  # False: requests start on the client's clock (bench_stream compares)
 
     def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> GeventResponse:
-        if self._batched:
-            BatchReader.of_hub().read_now()  # after the last request's bookkeeping (batch_reader.py)
+        reader = BatchReader.of_hub() if self._batched else None  # this thread's, before and after the wait
+        if reader is not None:
+            reader.read_now()  # after the last request's bookkeeping (batch_reader.py)
         wait = self.first_byte_timeout
         timer = gevent.Timeout(wait) if wait is not None else None
         if timer is not None:
@@ -94,7 +95,6 @@ class GeventTransport:
         finally:
             if timer is not None:
                 timer.close()
-        reader = BatchReader.of_hub() if self._batched else None
         out = GeventResponse(
             resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps, reader
         )
