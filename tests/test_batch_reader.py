@@ -1,6 +1,6 @@
 """The batch reader (llmload/client/batch_reader.py) against the greenlet-per-stream reader, on real
 sockets (tests/sse_server.py): the same records from the same streams, no switch into a request's
-greenlet per chunk nor into any other (the loop's callbacks read), a request killed while it waits leaves nothing behind, and TLS keeps its greenlet.
+greenlet per chunk, a request killed while it waits leaves nothing behind, and TLS keeps its greenlet.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pytest
 from llmload.client.batch_reader import BatchReader
 from llmload.client.openai_stream import build_request, stream_request
 from llmload.client.transport import GeventTransport
-from llmload.client.watchdog import Watchdog
 from llmload.measure.records import RequestRecord
 from llmload.measure.stamps import FOLD_EVERY, ReadStamps
 
@@ -134,39 +133,6 @@ def test_a_requests_greenlet_wakes_once_per_request_not_per_chunk(sse_server: st
         # one switch per read that brought tokens: a late server or client merges chunks in a read
         token_reads = 1 + sum(gap > 0 for gap in rec.itl_s)
         assert token_reads > CHUNKS // 3 and switches[0] >= token_reads, (switches, token_reads)
-
-
-def test_the_event_loop_reads_the_streams_itself_with_no_greenlet_switched_into(sse_server: str) -> None:
-    # The reads run in the loop's own callbacks (batch_reader.py): no greenlet is switched into per
-    # read (a reader greenlet of its own was, once a wake-up); besides the request's own, only the
-    # watchdog's ticks (every CHECK_S, however slow the host) and this test's greenlet at the end
-    req = _request(n=CHUNKS, interval_ms=10.0)
-    tr = GeventTransport(sse_server)
-    reader = BatchReader.of_hub()
-    known = {gevent.get_hub(), greenlet.getcurrent()}
-    others = Counter[str]()
-
-    def trace(event: str, args: tuple[greenlet.greenlet, greenlet.greenlet]) -> None:
-        target = args[1]
-        run = getattr(target, "_run", None)
-        if (
-            event in ("switch", "throw")
-            and target not in known
-            and not isinstance(getattr(run, "__self__", None), Watchdog)
-        ):
-            others[repr(run or target)] += 1
-
-    g = gevent.spawn(stream_request, tr, req, RequestRecord(target="t"))
-    known.add(g)
-    reads, old = reader.reads, greenlet.settrace(trace)
-    try:
-        rec = g.get(timeout=30)
-    finally:
-        greenlet.settrace(old)
-        tr.close()
-    assert rec.status == "ok" and rec.chunks == CHUNKS
-    assert reader.reads - reads >= CHUNKS // 3  # the body was read by the batch reader
-    assert not others, others
 
 
 def test_a_request_killed_while_the_reader_reads_it_is_aborted_and_unregistered(sse_server: str) -> None:
