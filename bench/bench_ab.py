@@ -5,7 +5,7 @@ client), and identical whole runs differ by up to 20%: one run of each revision 
 change of 5-10%. Here bench_fullrun.py's whole run (``--no-peers``, its batched reader, one run a
 rate) runs from a worktree of each revision in turn, A B, B A, A B, ..., so a drift falls on both
 alike, and each pair is compared within itself. Printed per rate: each pair's cost per chunk and
-share of coalesced reads, B over A, then the medians and how many pairs B won.
+share of coalesced reads (A -> B), their medians, B / A, and how many pairs B won.
 
 On 2026-12-07 a change that cost 17% less reading only (bench_readpath.py, 4 pairs) was the same in
 whole runs (3 of 6 pairs better, medians 31.2 against 29.8 us a chunk) and read more coalesced (5 of 5
@@ -32,6 +32,14 @@ KEYS = ("us_per_chunk", "coalesced_percent")  # the cost, and the exactness it m
 
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit(rev: str) -> str:
+    try:
+        return git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    except subprocess.CalledProcessError:
+        print(f"bench_ab.py: {rev!r} is no commit of this repository", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def whole_run(tree: Path, rate: int, seconds: float) -> dict:
@@ -68,10 +76,7 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=6)
     ap.add_argument("--seconds", type=float, default=24.0)
     a = ap.parse_args()
-    revs = {
-        "A": git("rev-parse", "--verify", f"{a.rev_a}^{{commit}}"),
-        "B": git("rev-parse", "--verify", f"{a.rev_b}^{{commit}}"),
-    }
+    revs = {k: commit(rev) for k, rev in (("A", a.rev_a), ("B", a.rev_b))}
     with tempfile.TemporaryDirectory(prefix="llmload-ab-") as d:
         trees = {k: Path(d) / k for k in revs}
         try:
