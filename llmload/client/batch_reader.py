@@ -87,12 +87,7 @@ class BatchReader:
         try:
             ended = bool(stream.result.get())
         finally:
-            if self._streams.get(fd) is stream:
-                del self._streams[fd]
-                try:
-                    self._epoll.unregister(fd)
-                except OSError:  # closed meanwhile: the kernel dropped it from the set
-                    pass
+            self._end(fd, stream)  # killed while it waited: nothing of it is left in the set
         self.read_now()  # before this request's bookkeeping (module docstring)
         return ended
 
@@ -138,10 +133,10 @@ class BatchReader:
                 stream.result.set(ended)
 
     def _end(self, fd: int, stream: _Stream) -> None:
-        """Stop watching a stream whose result is set (its greenlet runs later)."""
+        """Stop watching a stream whose result is set (its greenlet runs later), or whose greenlet left."""
         if self._streams.get(fd) is stream:
             del self._streams[fd]
             try:
                 self._epoll.unregister(fd)
-            except OSError:
+            except OSError:  # closed meanwhile: the kernel dropped it from the set
                 pass
