@@ -10,16 +10,14 @@ chunked transfer-encoding), run as its own process:
 The request body's ``llmload_test`` object chooses the behaviour:
 
 - ``{"mode": "timed", "n": 50, "first_ms": 30, "interval_ms": 20, "tokens_per_chunk": 1}``:
-  role chunk at once, then ``n`` content chunks scheduled on absolute times
-  (first at ``first_ms`` after the request arrived, then every ``interval_ms``).
-  Each chunk carries ``x_ts`` (the server's CLOCK_MONOTONIC at the write) and
-  ``x_t0`` (when the request arrived: on plain HTTP the kernel's receive stamp of its last
-  byte, not this loop's read of it), so a test can compare what the client
-  measured with what the server actually did. ``"with_headers": true`` holds the response
-  headers and the role chunk back and sends them in one write with the first content chunk.
-  ``"send_stamps": true`` (plain HTTP on Linux) adds the kernel's send stamp of each chunk's last
-  byte on the same clock (tests/send_stamps.py), known only after its write: chunk i carries chunk
-  i-1's as ``x_txp``, and the usage chunk the last one's.
+  role chunk at once, then ``n`` content chunks scheduled on absolute times (first at ``first_ms`` after the
+  request arrived, then every ``interval_ms``). Each chunk (compact JSON, as vLLM's) carries ``x_ts``
+  (CLOCK_MONOTONIC at the write) and ``x_t0`` (when the request arrived: on plain HTTP the kernel's receive
+  stamp of its last byte, not this loop's read of it), so a test can compare what the client measured with
+  what the server actually did. ``"with_headers": true`` holds the response headers and the role chunk back
+  and sends them in one write with the first content chunk. ``"send_stamps": true`` (plain HTTP on Linux)
+  adds the kernel's send stamp of each chunk's last byte on the same clock (tests/send_stamps.py), known
+  only after its write: chunk i carries chunk i-1's as ``x_txp``, and the usage chunk the last one's.
 - ``{"mode": "raw", "status": 200, "frames": [[delay_ms, "text"], ...], "cut": false}``:
   writes each frame verbatim as one chunk after its delay; ``cut`` closes the
   socket without ending the chunked body (a cut stream). A status other than 200 answers
@@ -31,7 +29,6 @@ The request body's ``llmload_test`` object chooses the behaviour:
   until the stall ends before answering (a server that freezes for a while). With
   ``"stall_key": K, "stall_after_s": S`` instead of ``stall_at``, the stall starts S
   seconds after the first request carrying that key.
-
 - ``{"mode": "hang"}``: take the request, never answer. ``"reset": "before_headers"`` (any mode)
   answers with a TCP RST; ``"reset": true`` in raw mode sends the frames, then a RST.
 - ``{"mode": "cycle", "key": K, "specs": [spec, ...]}``: each request takes the next spec of the
@@ -41,8 +38,8 @@ Requests that carry ``X-Request-Id`` (llmload sends ``<run_id>-<target>-<index>`
 timed mode: GET /llmload_test/requests answers ``{id: {"arrived": t, "first_sent": t, "first_sent_wall": t,
 "n": N}}`` (the server's CLOCK_MONOTONIC when the first request with that id arrived and when its
 first content chunk was written, the wall clock at that write, the clock of requests.jsonl's
-``start_time``, and how many requests carried the id),
-so a benchmark joins each line of requests.jsonl to what the server did for it.
+``start_time``, and how many requests carried the id), so a benchmark joins each line of requests.jsonl
+to what the server did for it.
 
 GET /llmload_test/sent answers ``{"chunks": N}``, the content chunks written so far in timed mode
 (a benchmark's count of what any client read, llmload or a peer such as ``vllm bench serve``, which
@@ -63,6 +60,7 @@ import socket
 import struct
 import time
 
+import orjson
 from send_stamps import SendStamps
 
 MONO = time.CLOCK_MONOTONIC
@@ -342,7 +340,7 @@ class Conn(asyncio.Protocol):
             if i == 0 and log is not None:
                 log["first_sent"] = ev["x_ts"]  # type: ignore[assignment]
                 log["first_sent_wall"] = time.time()
-            data = chunk(b"data: " + json.dumps(ev).encode() + b"\n\n")
+            data = chunk(b"data: " + orjson.dumps(ev) + b"\n\n")
             SENT["chunks"] += 1
             if held and i == 0:
                 self.write(STREAM_HEAD % 200 + role + data)
@@ -355,11 +353,12 @@ class Conn(asyncio.Protocol):
                 usage = {"prompt_tokens": 10, "completion_tokens": n * k, "total_tokens": 10 + n * k}
                 last = {"object": "chat.completion.chunk", "choices": [], "usage": usage}
                 last.update({"x_txp": sent_at[i]} if i in sent_at else {})
-                tail = b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n"
+                tail = b"data: " + orjson.dumps(last) + b"\n\ndata: [DONE]\n\n"
                 self.write(chunk(tail) + b"0\r\n\r\n")
+            else:  # the next chunk once this one is out: one entry a stream in the timer's heap
+                self.sched.add(t0 + first + (i + 1) * step, lambda: send(i + 1))
 
-        for i in range(n):
-            self.sched.add(t0 + first + i * step, lambda i=i: send(i))
+        self.sched.add(t0 + first, lambda: send(0))
 
 
 async def serve(host: str, port: int, port_file: str | None, tls: list[str] | None = None) -> None:
