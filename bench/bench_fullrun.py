@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 from clientcpu import CHUNKS, PER_STREAM, quiet, row, sse_server, steady, window  # noqa: E402
 from peers import aiperf, vllm_bench  # noqa: E402
 
-from llmload.client.selftest import MAX_RATE, MIN_RATE  # noqa: E402
+from llmload.client.selftest import streamed_rate  # noqa: E402
 
 TOLERANCE = 0.15  # the self-test's cost per chunk against the run's (issue 27)
 
@@ -202,7 +202,7 @@ def compare(rows: list[dict], readers: list[str]) -> int:
         measured = cost.get("batched")
         if predicted is None or not measured:
             continue
-        streamed = min(max(rate, MIN_RATE), MAX_RATE)
+        streamed = streamed_rate(rate)
         if streamed != rate:  # its cost per chunk is that rate's: more streams a wake-up, or fewer
             print(f"self-test at {rate:,.0f} chunks/s: streamed at {streamed:,.0f} (its bound), not compared")
             continue

@@ -158,9 +158,14 @@ def judge(
     )
 
 
+def streamed_rate(rate: float) -> float:
+    """The chunks/s the self-test streams at for a share of ``rate``: it, within MIN_RATE..MAX_RATE."""
+    return min(max(rate, MIN_RATE), MAX_RATE)
+
+
 def streams_for(rate: float, tokens_per_s: float = 1000 / INTERVAL_MS) -> int:
     """Streams of ``tokens_per_s`` chunks each that make ``rate`` chunks/s, clamped (module docstring)."""
-    return max(1, round(min(max(rate, MIN_RATE), MAX_RATE) / tokens_per_s))
+    return max(1, round(streamed_rate(rate) / tokens_per_s))
 
 
 @dataclass
@@ -299,7 +304,7 @@ def run_selftest(
     expected = expected_chunks_per_s(plan, output_tokens, stream_tokens_per_s)
     if mode == "off" or not should_run(mode, expected / max(processes, 1)):
         return None
-    rate = min(max(expected / max(processes, 1), MIN_RATE), MAX_RATE)
+    rate = streamed_rate(expected / max(processes, 1))
     # the scenario's beat, faster where that would take more than MAX_STREAMS streams
     interval_ms = max(MIN_INTERVAL_MS, min(1000 / stream_tokens_per_s, MAX_STREAMS * 1000 / rate))
     streams = streams_for(rate, 1000 / interval_ms)
