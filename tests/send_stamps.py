@@ -31,7 +31,14 @@ MONO = time.CLOCK_MONOTONIC
 
 
 def wall_offset() -> float:
-    """The wall clock minus the monotonic one, from the tightest of three bracketed reads."""
+    """The wall clock minus the monotonic one, from the tightest of three bracketed reads.
+
+    A kernel stamp is a wall-clock time, placed on a monotonic clock by this offset when it is read,
+    so a wall clock stepped between the stamp and its read moves it by the step. A VM catching its
+    clock up steps it often: CI once read each of three first chunks 1.44 ms early after 270 ms in
+    the socket (a wall clock 0.5% fast), and stepping it here by 44 us every 10 ms did as much. A test
+    that holds such a stamp to a monotonic one takes this offset before and after, and allows the
+    difference (0 on a steady clock)."""
     best = (float("inf"), 0.0)
     for _ in range(3):
         m1 = time.clock_gettime(MONO)
