@@ -237,6 +237,56 @@ def test_stop_with_streams_in_flight_turns_the_page_to_stopped_without_a_reload(
         proc.stop()
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_a_page_whose_poll_met_the_stopping_state_offers_new_once_the_run_is_finished(
+    page: Any, tmp_path: Path
+) -> None:
+    """Locust's page polls /stats/requests only while its state is spawning or running, so one poll
+    that lands in STOPPING (a master waits in it for its workers' reports) left its header there for
+    good: Stop offered, no New, until a reload (CI, 2026-12-07: test_master_llm_tab_shows_the_workers_
+    merged_figures waited 60 s for New). Here the page's first poll after the end is answered
+    "stopping" (a route makes the race certain); the tab's script reloads the page once, when the run
+    is finished, and New is offered."""
+    out = tmp_path / "results"
+    scn = tmp_path / "short.yaml"
+    scn.write_text(scenario_text("webui-stale", "3s", out, users=1))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = Proc(
+        ["--scenario", str(scn), "--web-host", "127.0.0.1", "--web-port", str(port)], tmp_path / "l.log"
+    )
+    met: list[str] = []
+
+    def stats(route: Any) -> None:
+        resp = route.fetch()
+        body = resp.json()
+        if body.get("state") == "stopped" and not met:
+            body["state"] = "stopping"
+            met.append(route.request.url)
+        route.fulfill(response=resp, json=body)
+
+    loads: list[str] = []
+    try:
+        wait_http(proc, base + "/")
+        page.route("**/stats/requests", stats)
+        page.on("load", lambda p: loads.append(p.url))
+        page.goto(base + "/")
+        start_from_form(page)
+        wait_for("the test to end by itself", lambda: ui_state(base) == "stopped", 60)
+        (run,) = wait_for("the results dir", lambda: results_dirs(out), 20)
+        summary_of(run)
+        page.get_by_role("button", name="New").wait_for(state="visible", timeout=30_000)
+        assert met, "the page never polled after the end: the race was not made"
+        assert len(loads) == 2, loads  # the first load and one reload, no more
+        page.get_by_role("button", name="New").click()
+        start_from_form(page)  # and the reloaded page starts another test
+        wait_for("the second test to end", lambda: len(results_dirs(out)) == 2, 60)
+        assert not page.page_errors, page.page_errors
+    finally:
+        proc.stop()
+
+
 # --- the start form without a browser: a scenario chosen at start, bad input -------------------------
 
 

@@ -161,10 +161,32 @@
     fetchPlan(plan);
   }
 
+  // Locust's header: a poll of its /stats/requests that lands in STOPPING (a master waits in it for
+  // its workers' reports) or CLEANUP ends its polling there, and the header offers Stop, not New,
+  // until a reload (CI, 2026-12-07). Once this run is finished and the header still says otherwise
+  // at two polls in a row, the page reloads: once per run, so a header that stays wrong cannot loop.
+  var STALE = {polls: 0};
+
+  function headerStale(status) {
+    var labels = Array.prototype.map.call(document.querySelectorAll("button"),
+      function (b) { return b.textContent.trim(); });
+    return status && status.state === "finished" && labels.indexOf("New") < 0
+      && (labels.indexOf("Stop") >= 0 || labels.indexOf("Loading") >= 0);
+  }
+
+  function reloadIfStale(status) {
+    if (!headerStale(status)) { STALE.polls = 0; return; }
+    var key = "llmload-reloaded-" + status.run_id;
+    if (++STALE.polls < 2 || window.sessionStorage.getItem(key)) return;
+    window.sessionStorage.setItem(key, "1");
+    window.location.reload();
+  }
+
   function poll() {
     fetch("./llmload/series").then(function (r) { return r.json(); }).then(function (s) {
       DATA = s;
       render();
+      reloadIfStale(s.status);
     }).catch(function () {});
   }
   setInterval(function () { applyTab(); applyForm(); }, 500);
