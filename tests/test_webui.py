@@ -25,6 +25,7 @@ from tests.webui_support import (
     dom_table,
     live,
     llm_rows_with_figures,
+    local_ui,
     num,
     open_llm_tab,
     results_dirs,
@@ -47,13 +48,8 @@ def test_local_ui_llm_tab_stop_writes_results_and_form_starts_another(page: Any,
     long_scn.write_text(scenario_text("webui-long", "90s", out))
     short_scn = tmp_path / "short.yaml"
     short_scn.write_text(scenario_text("webui-short", "3s", out, users=1))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = Proc(
-        ["--scenario", str(long_scn), "--web-host", "127.0.0.1", "--web-port", str(port)], tmp_path / "l.log"
-    )
+    proc, base = local_ui(long_scn, tmp_path / "l.log")
     try:
-        wait_http(proc, base + "/")
         page.goto(base + "/")
         start_from_form(page)
         wait_for(
@@ -183,13 +179,8 @@ def test_stop_with_streams_in_flight_turns_the_page_to_stopped_without_a_reload(
         )
         + f"load: {{users: 2, duration: 120s, warmup: 0s, stop_grace: 60s}}\noutput: {{dir: {out}}}\n"
     )
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = Proc(
-        ["--scenario", str(scn), "--web-host", "127.0.0.1", "--web-port", str(port)], tmp_path / "l.log"
-    )
+    proc, base = local_ui(scn, tmp_path / "l.log")
     try:
-        wait_http(proc, base + "/")
         page.goto(base + "/")
         start_from_form(page)
         t0 = time.monotonic()
@@ -251,11 +242,6 @@ def test_a_page_whose_poll_met_the_stopping_state_offers_new_once_the_run_is_fin
     out = tmp_path / "results"
     scn = tmp_path / "short.yaml"
     scn.write_text(scenario_text("webui-stale", "3s", out, users=1))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = Proc(
-        ["--scenario", str(scn), "--web-host", "127.0.0.1", "--web-port", str(port)], tmp_path / "l.log"
-    )
     met: list[str] = []
 
     def stats(route: Any) -> None:
@@ -267,8 +253,8 @@ def test_a_page_whose_poll_met_the_stopping_state_offers_new_once_the_run_is_fin
         route.fulfill(response=resp, json=body)
 
     loads: list[str] = []
+    proc, base = local_ui(scn, tmp_path / "l.log")
     try:
-        wait_http(proc, base + "/")
         page.route("**/stats/requests", stats)
         page.on("load", lambda p: loads.append(p.url))
         page.goto(base + "/")

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import ROOT
+from tests.servers import free_port
 
 
 def scenario_text(name: str, duration: str, out: Path, users: int = 2) -> str:
@@ -98,6 +99,20 @@ def wait_http(proc: Proc, url: str, timeout_s: float = 60.0, auth: Any = None) -
             return False
 
     wait_for(f"{url} to answer", up, timeout_s, every_s=0.2)
+
+
+def local_ui(scenario: Path, log: Path) -> tuple[Proc, str]:
+    """A local runner's web UI for ``scenario`` on a free loopback port, once it answers: the process
+    (stopped here if it never does) and its base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = Proc(["--scenario", str(scenario), "--web-host", "127.0.0.1", "--web-port", str(port)], log)
+    try:
+        wait_http(proc, base + "/")
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, base
 
 
 def ui_state(base: str, auth: Any = None) -> str:
