@@ -10,11 +10,22 @@ Plain-HTTP targets on Linux get sockets that ask the kernel for receive and send
 (llmload/client/batch_reader.py) unless ``batched=False`` (``client.reader: greenlet``). TLS targets
 and other systems keep user-space stamps and a greenlet per stream. Waiting for the response headers
 keeps one ``gevent.Timeout`` per request.
+
+A connection that waited ``idle_reuse_s`` (``IDLE_REUSE_S``) in the pool is closed, not reused
+(``_fresh_after_idle``). uvicorn closes a connection after 5 s idle by default, as vLLM and
+Aphrodite run it (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``, ``APHRODITE_HTTP_TIMEOUT_KEEP_ALIVE``), and a
+server whose event loop is busy runs that timer late, on a request that has already arrived unread:
+it closes the connection unanswered. CI (2026-12-07) lost 2 of 60
+requests to a CPU Aphrodite so, each sent on a connection idle 5.2 s and closed 0.56 s later: counted
+``connect`` failures, an error rate of 3.3% and an SLO missed, on requests the engine never received.
 """
 
 from __future__ import annotations
 
 import socket
+import time
+import weakref
+from typing import Any
 
 import gevent
 from geventhttpclient import HTTPClient
@@ -27,6 +38,8 @@ from llmload.client.failures import ConnectFailed, TimedOut
 from llmload.client.response import TIMEOUTS, GeventResponse
 from llmload.client.stamped_socket import KERNEL_STAMPS, SO_TIMESTAMPNS, StampedSocket
 from llmload.measure.stamps import ReadStamps
+
+IDLE_REUSE_S = 3.0  # under uvicorn's 5 s keep-alive, with room for a late client (module docstring)
 
 
 class GeventTransport:
@@ -46,6 +59,7 @@ class GeventTransport:
         kernel_stamps: bool = True,
         send_stamps: bool = True,
         batched: bool = True,
+        idle_reuse_s: float | None = IDLE_REUSE_S,
     ) -> None:
         url = URL(base_url)
         # plain HTTP: the process's batch reader reads the bodies (module docstring); TLS keeps a greenlet
@@ -68,6 +82,8 @@ class GeventTransport:
             # itself, so this pool's factory is replaced. A client passed in must be fresh: the
             # connections it already holds would keep user-space stamps.
             setattr(self.client._connection_pool, "_create_tcp_socket", self._new_socket)  # noqa: B010
+        if idle_reuse_s is not None:
+            _fresh_after_idle(self.client._connection_pool, idle_reuse_s)
         self.read_timeout = read_timeout_s
         # headers and the first token (prefill); read_timeout_s when not given
         self.first_byte_timeout = first_byte_timeout_s if first_byte_timeout_s is not None else read_timeout_s
@@ -123,3 +139,25 @@ class GeventTransport:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _fresh_after_idle(pool: Any, idle_s: float) -> None:
+    """Make ``pool`` (geventhttpclient's ConnectionPool) hand out no connection that waited ``idle_s``
+    or more in it since its last response: that one is closed and its slot freed, and the next
+    (older still) or a new connection is taken (module docstring)."""
+    get, put = pool.get_socket, pool.return_socket
+    since: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def get_socket() -> Any:
+        while True:
+            sock = get()
+            t = since.pop(sock, None)
+            if t is None or time.monotonic() - t < idle_s:
+                return sock
+            pool.release_socket(sock)
+
+    def return_socket(sock: Any) -> None:
+        since[sock] = time.monotonic()
+        put(sock)
+
+    pool.get_socket, pool.return_socket = get_socket, return_socket
