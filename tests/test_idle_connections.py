@@ -1,7 +1,7 @@
 """A connection that waited in the pool is not reused past the transport's ``idle_reuse_s``
 (llmload/client/transport.py): uvicorn closes idle connections after 5 s, and a server whose loop is
-busy does it late, on a request that has already arrived unread. CI (2026-12-07) lost 2 of 60
-requests to a CPU Aphrodite so, each sent on a connection idle 5.2 s.
+busy does it late, on a request that has already arrived unread. ``CI=true make test`` (2026-12-07)
+lost 2 of 60 requests to a CPU Aphrodite so, most likely each on a connection idle 5.2 s.
 
 The server here is real (gevent's StreamServer on loopback) and does what such a server does: a
 request that comes on a connection idle ``KEEP_ALIVE_S`` or more is not read, and the connection is
@@ -107,7 +107,7 @@ def _requests(base: str, idle_reuse_s: float | None, gaps: list[float]) -> list[
 
 def test_a_connection_idle_past_the_limit_is_not_reused(server: tuple[LateKeepAlive, str]) -> None:
     srv, base = server
-    # without the limit, the request after a long idle is lost as on the CI host: a "connect" failure
+    # without the limit, the request after a long idle is lost as in that run: a "connect" failure
     lost = _requests(base, None, [0.0, KEEP_ALIVE_S + 0.2])
     assert [r.status for r in lost] == ["ok", "connect"], [(r.status, r.error) for r in lost]
     assert (srv.dropped, srv.answered) == (1, 1)

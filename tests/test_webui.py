@@ -235,7 +235,7 @@ def test_a_page_whose_poll_met_the_stopping_state_offers_new_once_the_run_is_fin
 ) -> None:
     """Locust's page polls /stats/requests only while its state is spawning or running, so one poll
     that lands in STOPPING (a master waits in it for its workers' reports) left its header there for
-    good: Stop offered, no New, until a reload (CI, 2026-12-07: test_master_llm_tab_shows_the_workers_
+    good: Stop offered, no New, until a reload (`CI=true make test`, 2026-12-07: test_master_llm_tab_shows_the_workers_
     merged_figures waited 60 s for New). Here the page's first poll after the end is answered
     "stopping" (a route makes the race certain); the tab's script reloads the page once, when the run
     is finished, and New is offered."""

@@ -15,9 +15,10 @@ A connection that waited ``idle_reuse_s`` (``IDLE_REUSE_S``) in the pool is clos
 (``_fresh_after_idle``). uvicorn closes a connection after 5 s idle by default, as vLLM and
 Aphrodite run it (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``, ``APHRODITE_HTTP_TIMEOUT_KEEP_ALIVE``), and a
 server whose event loop is busy runs that timer late, on a request that has already arrived unread:
-it closes the connection unanswered. CI (2026-12-07) lost 2 of 60
-requests to a CPU Aphrodite so, each sent on a connection idle 5.2 s and closed 0.56 s later: counted
-``connect`` failures, an error rate of 3.3% and an SLO missed, on requests the engine never received.
+it closes the connection unanswered. ``CI=true make test`` here (2026-12-07) lost 2 of 60 requests
+to a CPU Aphrodite so, most likely each on a connection idle 5.2 s, closed 0.56 s after the send:
+counted ``connect`` failures, an error rate of 3.3% and an SLO missed, on requests the engine never
+received.
 """
 
 from __future__ import annotations

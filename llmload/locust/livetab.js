@@ -163,8 +163,9 @@
 
   // Locust's header: a poll of its /stats/requests that lands in STOPPING (a master waits in it for
   // its workers' reports) or CLEANUP ends its polling there, and the header offers Stop, not New,
-  // until a reload (CI, 2026-12-07). Once this run is finished and the header still says otherwise
-  // at two polls in a row, the page reloads: once per run, so a header that stays wrong cannot loop.
+  // until a reload (CI=true make test, 2026-12-07). Once this run is finished and the header still
+  // says otherwise at two polls in a row, the page reloads: once per run, so a header that stays
+  // wrong cannot loop.
   var STALE = {polls: 0};
 
   function headerStale(status) {
