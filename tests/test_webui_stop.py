@@ -7,11 +7,16 @@ live numbers in 5 of 7 stops whenever Locust's header turned STOPPED before the 
 written: Locust's page stops polling then. Each Stop here is checked on the page that pressed it,
 never reloaded: table, status line and cut streams from summary.json, Locust's failures at 0, the
 charts in report.html's colours and the scenario's order, and the start form's plan in words.
+
+The page after a test ends, too: Stop with 60 s streams in flight and Locust's default stop_grace
+turns it to stopped at once, never reloaded; and a page whose Locust poll met STOPPING (the one case
+that reloads, by the tab's script, once the run is finished) offers New again.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +30,12 @@ from tests.webui_support import (
     Proc,
     dom_table,
     live,
+    local_ui,
     num,
+    open_llm_tab,
     results_dirs,
+    scenario_text,
+    start_from_form,
     summary_of,
     ui_state,
     wait_for,
@@ -187,3 +196,115 @@ def test_stop_then_new_then_stop_show_the_final_figures(
         if worker is not None:
             worker.stop()
         ui.stop()
+
+
+@pytest.mark.timeout(170)
+def test_stop_with_streams_in_flight_turns_the_page_to_stopped_without_a_reload(
+    page: Any, tmp_path: Path, sse_server: str
+) -> None:
+    """Long streams and the default 60 s stop_grace: Stop cuts them (aborted), writes the results, and
+    the same page, never reloaded, shows the stopped state and the final figures. Before, POST /stop
+    waited for every user's stream: CLEANUP and a LOADING button for 70 s and more."""
+    out = tmp_path / "results"
+    scn = tmp_path / "long-streams.yaml"
+    stream = "{llmload_test: {mode: timed, n: 1200, first_ms: 5, interval_ms: 50}}"  # 60 s each
+    scn.write_text(
+        "name: webui-inflight\ntargets:\n"
+        + "".join(
+            f"  - {{name: {t}, kind: openai, base_url: '{sse_server}', model: test-model, extra_body: {stream}}}\n"
+            for t in ("fast-a", "fast-b")
+        )
+        + f"load: {{users: 2, duration: 120s, warmup: 0s, stop_grace: 60s}}\noutput: {{dir: {out}}}\n"
+    )
+    proc, base = local_ui(scn, tmp_path / "l.log")
+    try:
+        page.goto(base + "/")
+        start_from_form(page)
+        t0 = time.monotonic()
+        # ends as soon as they are: the start took over 30 s in a make test with both cores busy
+        try:
+            wait_for("streams in flight", lambda: all(r["in_flight"] > 0 for r in live(base).values()), 90)
+        except AssertionError as e:  # was Start taken? (the state: ready, spawning, running)
+            raise AssertionError(f"{e}; the UI's state {ui_state(base)!r}, live rows {live(base)}") from None
+        print(f"streams in flight {time.monotonic() - t0:.1f} s after Start")  # for the notes (-s)
+        page.get_by_role("button", name="Stop").click()
+        # The page itself (no reload, no new navigation) offers New once stopped; 30 s is half of
+        # the stop_grace that Locust used to wait out.
+        page.get_by_role("button", name="New").wait_for(state="visible", timeout=30_000)
+        assert ui_state(base) == "stopped"
+        (run,) = wait_for("the results dir", lambda: results_dirs(out), 10)
+        summary = summary_of(run)
+        assert summary["run"]["stop_reason"] == "stopped from the web UI"
+        lines = (run / "requests.jsonl").read_text().splitlines()
+        aborted = [json.loads(x) for x in lines if json.loads(x)["status"] == "aborted"]
+        assert len(aborted) == 4 and all(x["chunks"] > 0 for x in aborted)  # 2 users x 2 targets, cut
+        assert sum(t["requests"]["sent"] for t in summary["targets"].values()) == len(lines)
+        open_llm_tab(page)
+        final = wait_for(
+            "the final figures on the page",
+            lambda: (
+                (rows := dom_table(page))
+                and all(num(rows[t]["Requests"]) > 0 for t in ("fast-a", "fast-b"))
+                and rows
+            ),
+            20,
+        )
+        for t in ("fast-a", "fast-b"):
+            assert num(final[t]["Requests"]) == summary["targets"][t]["requests"]["sent"]
+        # Above the table: how the run ended and where its results are.
+        verdict = summary["run"]["verdict"]
+        line = wait_for(
+            "the run's verdict in its status line",
+            lambda: (x := page.locator("#llmload-run-status").text_content() or "") and verdict in x and x,
+            30,
+        )
+        assert str(run) in line and summary["run"]["run_id"] in line, line
+        page.screenshot(path=str(ARTIFACTS / "webui-stopped-inflight.png"), full_page=True)
+        assert not page.page_errors, page.page_errors
+    finally:
+        proc.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_a_page_whose_poll_met_the_stopping_state_offers_new_once_the_run_is_finished(
+    page: Any, tmp_path: Path
+) -> None:
+    """Locust's page polls /stats/requests only while its state is spawning or running, so one poll
+    that lands in STOPPING (a master waits in it for its workers' reports) left its header there for
+    good: Stop offered, no New, until a reload (`CI=true make test`, 2026-12-07: test_master_llm_tab_shows_the_workers_
+    merged_figures waited 60 s for New). Here the page's first poll after the end is answered
+    "stopping" (a route makes the race certain); the tab's script reloads the page once, when the run
+    is finished, and New is offered."""
+    out = tmp_path / "results"
+    scn = tmp_path / "short.yaml"
+    scn.write_text(scenario_text("webui-stale", "3s", out, users=1))
+    met: list[str] = []
+
+    def stats(route: Any) -> None:
+        resp = route.fetch()
+        body = resp.json()
+        if body.get("state") == "stopped" and not met:
+            body["state"] = "stopping"
+            met.append(route.request.url)
+        route.fulfill(response=resp, json=body)
+
+    loads: list[str] = []
+    proc, base = local_ui(scn, tmp_path / "l.log")
+    try:
+        page.route("**/stats/requests", stats)
+        page.on("load", lambda p: loads.append(p.url))
+        page.goto(base + "/")
+        start_from_form(page)
+        wait_for("the test to end by itself", lambda: ui_state(base) == "stopped", 60)
+        (run,) = wait_for("the results dir", lambda: results_dirs(out), 20)
+        summary_of(run)
+        page.get_by_role("button", name="New").wait_for(state="visible", timeout=30_000)
+        assert met, "the page never polled after the end: the race was not made"
+        assert len(loads) == 2, loads  # the first load and one reload, no more
+        page.get_by_role("button", name="New").click()
+        start_from_form(page)  # and the reloaded page starts another test
+        wait_for("the second test to end", lambda: len(results_dirs(out)) == 2, 60)
+        assert not page.page_errors, page.page_errors
+    finally:
+        proc.stop()
