@@ -106,7 +106,7 @@ def test_every_error_text_the_stream_client_keeps_is_masked_before_it_is_cut(
 
 
 def echo_run(
-    tmp_path: Path, sse_server: str, key: str, requests: int, headers: str = ""
+    tmp_path: Path, sse_server: str, key: str, requests: int, headers: str = "", args: tuple[str, ...] = ()
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, str]], list[Path]]:
     """A real ``llmload run`` against a server that answers 401 echoing the credentials it got:
     its output, its request lines and every file it wrote."""
@@ -122,7 +122,7 @@ def echo_run(
     )
     out = tmp_path / "r"
     r = subprocess.run(
-        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out)],
+        [sys.executable, "-m", "llmload", "run", str(scn), "--results", str(out), *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -162,3 +162,28 @@ def test_a_300_character_key_echoed_in_an_error_body_is_in_no_file_the_run_wrote
         *((str(p), p.read_text(errors="replace")) for p in written),
     ]:
         assert not leaked(text, LONG_KEY), (name, leaked(text, LONG_KEY)[:3])
+
+
+def test_a_secret_typed_on_the_command_line_is_in_no_file_and_the_command_line_stays_whole(
+    tmp_path: Path, sse_server: str
+) -> None:
+    """summary.json keeps the command line (``run.argv``, as Locust's process got it): a header set
+    with ``--set`` keeps its path there and loses its value; the options around it stay whole."""
+    proxy = "proxy-secret-0451-zz"  # a secret-named header whose name says neither key nor token
+    args = (
+        "--set",
+        f"targets.echo.headers.X-Api-Key={HEADER_SECRET}",
+        f"--set=targets.echo.headers.Proxy-Authorization={proxy}",
+        "--set=workload.output_tokens=7",
+    )
+    r, lines, written = echo_run(tmp_path, sse_server, KEY, 2, args=args)
+    assert all(x["error"] == "HTTP 401: invalid credentials: Bearer *** ***" for x in lines), lines[0][
+        "error"
+    ]
+    for text in [r.stdout, r.stderr, *(p.read_text(errors="replace") for p in written)]:
+        assert KEY not in text and HEADER_SECRET not in text and proxy not in text
+    argv = json.loads((tmp_path / "r" / "summary.json").read_text())["run"]["argv"]
+    sets = ["targets.echo.headers.X-Api-Key=***", "targets.echo.headers.Proxy-Authorization=***"]
+    sets = [*sets, "workload.output_tokens=7"]
+    assert [a for a in argv if "=" in a and not a.startswith("-")] == sets, argv
+    assert argv.count("--set") == 3, argv

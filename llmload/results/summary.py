@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
@@ -10,6 +11,7 @@ from typing import Any, cast
 
 from llmload import __version__
 from llmload.config.scenario import Scenario
+from llmload.config.secrets import MASK, Masker, secret_values
 from llmload.config.target_spec import Target
 from llmload.hosts.scrape import GPU_INTERVAL_S
 from llmload.measure.agreement import server_agreement
@@ -215,7 +217,7 @@ def build_summary(
             "locust": _version("locust"),
             "python": platform.python_version(),
         },
-        "argv": _argv(sys.argv[1:]),
+        "argv": _argv(sys.argv[1:], Masker(secret_values(scenario))),
         "mode": mode,
         "workers": workers,
         "status": status,
@@ -333,15 +335,34 @@ def _level_value(level: str) -> float | None:
     return None
 
 
-def _argv(args: list[str]) -> list[str]:
-    """The command line as the user gave it: no token or key, and not the path of the scenario
-    llmload run handed to Locust (``--llm-run``: a temporary file, gone after the run)."""
+# config/secrets.py's secret names, where a "token" ends the name: ``output_tokens`` is no secret
+_SECRET_FIELD = re.compile(r"(authorization|api[-_]?key|token$|secret|password|cookie)", re.I)
+
+
+def _argv(args: list[str], mask: Masker) -> list[str]:
+    """The command line as the user gave it, with no secret: a ``--set`` of a secret-named field
+    (``targets.a.headers.Authorization=...``, ``...api_key=...``) keeps its path and loses its value,
+    and every secret value the run sends is masked wherever else it was typed. Without the path of
+    the scenario llmload run handed to Locust (``--llm-run``: a temporary file, gone after the run)."""
     out: list[str] = []
-    skip = False
+    skip = after_set = False
     for a in args:
         if skip or a == "--llm-run":
             skip = not skip
             continue
-        if "token" not in a.lower() and "key" not in a.lower():
-            out.append(a)
+        if after_set:
+            a = _set_masked(a)
+        elif a.startswith("--set="):
+            a = "--set=" + _set_masked(a[len("--set=") :])
+        after_set = a == "--set"
+        out.append(mask.text(a))
     return out
+
+
+def _set_masked(assignment: str) -> str:
+    """A ``--set PATH=VALUE``'s text, its value ``***`` where PATH names a secret field."""
+    path, eq, _value = assignment.partition("=")
+    field = path.rsplit(".", 1)[-1]
+    if eq and _SECRET_FIELD.search(field) and not field.endswith("_env"):
+        return f"{path}={MASK}"
+    return assignment
