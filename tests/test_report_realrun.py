@@ -95,6 +95,26 @@ def test_loosened_slo_passes_on_the_same_run(real_run: tuple[Path, int], tmp_pat
     assert "SLOs **met**" in (d / "report.md").read_text()
 
 
+@pytest.mark.parametrize(("status", "code"), [("degraded", 3), ("ok", 130), ("ok", 143)])
+def test_a_missed_slo_does_not_hide_the_runs_own_code(
+    real_run: tuple[Path, int], tmp_path: Path, status: str, code: int
+) -> None:
+    """A run that lost a worker (3), or took a signal while its results were written (130 / 143),
+    and missed an SLO: ``llmload report`` exits with the run's code, as the run did, not 1."""
+    src, _ = real_run
+    d = tmp_path / "copy"
+    d.mkdir()
+    for f in ("summary.json", "requests.jsonl", "timeseries.jsonl", "events.jsonl"):
+        if (src / f).is_file():
+            (d / f).write_bytes((src / f).read_bytes())
+    summary = json.loads((d / "summary.json").read_text())
+    best = min(b["latency_ms"]["ttft"]["p99"] for b in summary["targets"].values())
+    summary["run"].update(status=status, exit_code=code, slo={"ttft_p99_ms": best / 2})
+    (d / "summary.json").write_text(json.dumps(summary))
+    assert report_main([str(d)]) == code
+    assert "SLOs **missed**" in (d / "report.md").read_text()
+
+
 def test_compare_two_targets_of_a_real_run(real_run: tuple[Path, int]) -> None:
     d, _ = real_run
     a, b = list(json.loads((d / "summary.json").read_text())["targets"])[:2]

@@ -317,7 +317,18 @@ def test_sigterm_twice_while_the_results_are_written_finishes_them_and_exits_143
     run = summary["run"]
     assert run["exit_code"] == 143 and "SIGTERM while writing the results: exit 143" in run["verdict"]
     assert run["status"] == "ok" and summary["targets"]["slow"]["requests"]["ok"] == len(lines) > 0
-    assert all((out / f).exists() for f in ("report.html", "report.md", "junit.xml"))
+    # the reports show the same verdict and code (written before the signal's note, then again)
+    said = "SIGTERM while writing the results: exit 143"
+    assert said in (out / "report.md").read_text() and said in (out / "report.html").read_text()
+    assert '<property name="exit_code" value="143"' in (out / "junit.xml").read_text()
+    again = subprocess.run(
+        [sys.executable, "-m", "llmload", "report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert again.returncode == 143, again.stdout + again.stderr  # the run's own code (docs/results.md)
 
 
 def test_sigterm_while_draining_after_the_plan_says_the_plan_completed(

@@ -77,18 +77,21 @@ def report_main(argv: list[str] | None = None) -> int:
             print(f"SLO missed: {r.target}: {r.describe()}")
         for r in unknown:
             print(f"SLO inconclusive: {r.target}: {r.describe()}")
+        # The run's own code where the SLOs did not make it (a signal, a degraded or invalid run)
+        # comes first; the SLOs are judged here again (summary.json's run.slo may have been edited)
         code = _run_code(args.results_dir)
-        if status in ("invalid", "incomplete", "interrupted"):
-            print(f"run status: {status} (exit {code if code is not None else EXIT_INVALID})")
-            return code if code is not None else EXIT_INVALID
+        judged_here = (EXIT_OK, EXIT_SLO, EXIT_REPORTS) + ((EXIT_INVALID,) if status == "ok" else ())
+        own = code if code is not None and code not in judged_here else None
+        if own is None and status in ("invalid", "incomplete", "interrupted"):
+            own = EXIT_INVALID  # a rebuilt summary (a killed run) has no code of its own
+        if own is not None:
+            print(f"run status: {status} (exit {own})")
+            return own
         print(f"SLOs: {state or 'none set'}")
         if state == "missed":
             return EXIT_SLO
         if state == "inconclusive":
             return EXIT_INVALID  # an SLO on a flagged figure (llmload/report/judge.py), as the run exited
-        judged_here = (EXIT_OK, EXIT_SLO, EXIT_REPORTS) + ((EXIT_INVALID,) if status == "ok" else ())
-        if code is not None and code not in judged_here:
-            return code  # the run's own code: a degraded run, a signal while its results were written
         return EXIT_OK
 
     return _run("llmload report", parser, argv, body)

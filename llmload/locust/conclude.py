@@ -156,6 +156,7 @@ def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Su
     )
     c.results.flush()
     ending = [f"report: not written (--no-reports); llmload report {c.results.dir} writes it"]
+    written = False
     if write_reports:
         error, who = write_reports_off_loop(c.results.dir)
         if error is not None:
@@ -163,12 +164,18 @@ def conclude(st: ProcessState, c: Conductor, *, write_reports: bool) -> tuple[Su
             c.results.summary(summary)
             ending = []
         else:
+            written = True
             ending = ([who] if who else []) + [f"report: {c.results.dir / 'report.html'}"]
     late = c.outcome.late_signal
     c.written.set()  # from here a signal changes nothing: the results are complete
     if late is not None:
         code = signalled_while_writing(summary, code, late)
         c.results.summary(summary)
+        if written:  # the reports show the verdict and the exit code: written again, with the signal
+            error, _who = write_reports_off_loop(c.results.dir)
+            if error is not None:
+                code = reports_failed(summary, code, error)
+                c.results.summary(summary)
     c.results.close()
     return summary, code, ending
 
