@@ -2,13 +2,15 @@
 
 Keys and tokens come from the environment (``targets[].api_key_env``, ``influx.token_env``,
 ``influx.password_env``) or, for headers and engine fields whose names say so, from the scenario
-itself. Two guards keep them out of results, logs, InfluxDB and reports:
+itself. Three guards keep them out of results, logs, InfluxDB and reports:
 
 - ``redact(data)``: the scenario as saved (summary.json, reports) has every such field as ``***``;
 - ``Masker(secret_values(scenario))``: any text the tool writes that a server may have filled
   (an error message that echoes the request's Authorization header, say) has every secret value
   replaced by ``***``. Values shorter than 4 characters are left alone: masking them would mangle
   ordinary text and protect nothing.
+- ``masked_argv``: the command line kept in summary.json, a secret-named ``--set`` with its value
+  ``***`` and every secret value masked.
 
 A text that is kept short (a record's error, 200 characters) is masked *before* it is cut, with
 ``clip``: cut first, a key longer than the limit (a 164-character ``sk-proj-`` key) or one that
@@ -138,3 +140,37 @@ def clip(text: str, mask: Masker | None = None, limit: int = ERROR_CHARS) -> str
     if mask is None:
         return text[:limit]
     return mask.text(mask.text(text)[:limit])
+
+
+# SECRET_KEYS, where a "token" ends the name: ``output_tokens`` is no secret
+_SECRET_FIELD = re.compile(r"(authorization|api[-_]?key|token$|secret|password|cookie)", re.I)
+
+
+def masked_argv(args: list[str], mask: Masker) -> list[str]:
+    """The command line as the user gave it (summary.json's ``run.argv``), with no secret: a ``--set``
+    of a secret-named field (``targets.a.headers.Authorization=...``, ``...api_key=...``) keeps its
+    path and loses its value, and every secret value the run sends is masked wherever else it was
+    typed. Without the path of the scenario llmload run handed to Locust (``--llm-run``: a temporary
+    file, gone after the run)."""
+    out: list[str] = []
+    skip = after_set = False
+    for a in args:
+        if skip or a == "--llm-run":
+            skip = not skip
+            continue
+        if after_set:
+            a = _set_masked(a)
+        elif a.startswith("--set="):
+            a = "--set=" + _set_masked(a[len("--set=") :])
+        after_set = a == "--set"
+        out.append(mask.text(a))
+    return out
+
+
+def _set_masked(assignment: str) -> str:
+    """A ``--set PATH=VALUE``'s text, its value ``***`` where PATH names a secret field."""
+    path, eq, _value = assignment.partition("=")
+    field = path.rsplit(".", 1)[-1]
+    if eq and _SECRET_FIELD.search(field) and not field.endswith("_env"):
+        return f"{path}={MASK}"
+    return assignment

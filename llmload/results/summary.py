@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import re
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
@@ -11,7 +10,7 @@ from typing import Any, cast
 
 from llmload import __version__
 from llmload.config.scenario import Scenario
-from llmload.config.secrets import MASK, Masker, secret_values
+from llmload.config.secrets import Masker, masked_argv, secret_values
 from llmload.config.target_spec import Target
 from llmload.hosts.scrape import GPU_INTERVAL_S
 from llmload.measure.agreement import server_agreement
@@ -217,7 +216,7 @@ def build_summary(
             "locust": _version("locust"),
             "python": platform.python_version(),
         },
-        "argv": _argv(sys.argv[1:], Masker(secret_values(scenario))),
+        "argv": masked_argv(sys.argv[1:], Masker(secret_values(scenario))),
         "mode": mode,
         "workers": workers,
         "status": status,
@@ -333,36 +332,3 @@ def _level_value(level: str) -> float | None:
         except ValueError:
             return None
     return None
-
-
-# config/secrets.py's secret names, where a "token" ends the name: ``output_tokens`` is no secret
-_SECRET_FIELD = re.compile(r"(authorization|api[-_]?key|token$|secret|password|cookie)", re.I)
-
-
-def _argv(args: list[str], mask: Masker) -> list[str]:
-    """The command line as the user gave it, with no secret: a ``--set`` of a secret-named field
-    (``targets.a.headers.Authorization=...``, ``...api_key=...``) keeps its path and loses its value,
-    and every secret value the run sends is masked wherever else it was typed. Without the path of
-    the scenario llmload run handed to Locust (``--llm-run``: a temporary file, gone after the run)."""
-    out: list[str] = []
-    skip = after_set = False
-    for a in args:
-        if skip or a == "--llm-run":
-            skip = not skip
-            continue
-        if after_set:
-            a = _set_masked(a)
-        elif a.startswith("--set="):
-            a = "--set=" + _set_masked(a[len("--set=") :])
-        after_set = a == "--set"
-        out.append(mask.text(a))
-    return out
-
-
-def _set_masked(assignment: str) -> str:
-    """A ``--set PATH=VALUE``'s text, its value ``***`` where PATH names a secret field."""
-    path, eq, _value = assignment.partition("=")
-    field = path.rsplit(".", 1)[-1]
-    if eq and _SECRET_FIELD.search(field) and not field.endswith("_env"):
-        return f"{path}={MASK}"
-    return assignment
