@@ -91,6 +91,39 @@ OPTION_CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, l
     ),
     ("ui --spawn-rate= (Locust's)", GOOD, {}, "ui", ["--spawn-rate=5"], "--set load.spawn_rate=5 instead"),
     (
+        "run --workers past the cores",
+        GOOD,
+        {},
+        "run",
+        ["--workers", "100000"],
+        "argument --workers: 100000 workers on ",
+    ),
+    (
+        "run --master-bind-port out of range",
+        GOOD,
+        {},
+        "run",
+        ["--master-bind-port", "99999"],
+        "argument --master-bind-port: expected a port from 0 to 65535, got 99999",
+    ),
+    (
+        "ui --web-port not a number",
+        GOOD,
+        {},
+        "ui",
+        ["--web-port", "http"],
+        "expected a port number, got 'http'",
+    ),
+    (
+        "run --targets empty",
+        GOOD,
+        {},
+        "run",
+        ["--targets", ""],
+        "--targets '': no target named (the scenario has a)",
+    ),
+    ("run --targets commas", GOOD, {}, "run", ["--targets", " , "], "--targets ' , ': no target named"),
+    (
         "run unknown option",
         GOOD,
         {},
@@ -129,3 +162,9 @@ def test_a_web_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert r.code == 2 and len(lines) == 1, r.err[-2000:]
     assert f"--web-port {port}: cannot listen on 127.0.0.1:{port}" in lines[0]
     assert not (tmp_path / "results").exists()  # no empty "invalid" results directory
+
+
+def test_a_worker_given_a_port_out_of_range_says_so_and_does_not_wait() -> None:
+    r = call_cli(["worker", "--master-port", "99999"], cwd=Path.cwd())
+    assert r.code == 2 and len(r.err_lines) == 1, r.err[-2000:]
+    assert "argument --master-port: expected a port from 0 to 65535, got 99999" in r.err_lines[0]

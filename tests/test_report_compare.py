@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.cli.report import compare_main
+from llmload.cli.report import compare_main, report_main
 from llmload.report.compare import compare_runs, compare_targets
 from llmload.report.diffs import BETTER, SAME, WORSE
 from tests.synth import SynthTarget, write_results_dir
@@ -150,13 +150,26 @@ def test_compare_cli_targets_and_map(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["{run}", "{run}", "--threshold", "-1"], "threshold must be >= 0"),
         (["{run}", "{run}", "--confidence", "1.5"], "confidence must be between 0 and 1"),
         (["{run}", "{run}", "--threshold", "abc"], "invalid float value"),
+        (["{run}", "{run}", "--resamples", "99999999999999"], "expected 100 to 100,000"),
+        (["{run}", "{run}", "--markdown", "{tmp}"], "--markdown {tmp}: is a directory"),
+        (["{run}", "{run}", "--json", "{missing}/x.json"], "--json {missing}/x.json: no such directory"),
     ],
 )
 def test_compare_cli_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
 ) -> None:
     d = write_results_dir(tmp_path / "run", [SynthTarget("a")], requests_per_target=20)
-    argv = [a.format(run=d, missing=tmp_path / "nope") for a in argv]
+    names = {"run": d, "missing": tmp_path / "nope", "tmp": tmp_path}
+    argv = [a.format(**names) for a in argv]
     assert compare_main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert expected.format(**names) in err and err.strip().count("\n") == 0 and "Traceback" not in err
+    assert not captured.out  # refused before the work: no table that reads as done
+
+
+def test_report_to_a_directory_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = write_results_dir(tmp_path / "run", [SynthTarget("a")], requests_per_target=20)
+    assert report_main([str(d), "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert expected in err and err.strip().count("\n") == 0 and "Traceback" not in err
+    assert f"-o {tmp_path}: is a directory" in err and err.strip().count("\n") == 0

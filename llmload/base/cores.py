@@ -6,6 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
+MAX_PER_CORE = 2  # --workers beyond this many a core: refused (each would start a process, for nothing)
+
 
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity, capped by a cgroup v2 CPU quota (a
@@ -30,4 +32,10 @@ def worker_count(value: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a number of workers or 'auto', got {value!r}") from None
     if n < 0:
         raise argparse.ArgumentTypeError(f"expected 0 or more workers, got {n}")
+    cores = usable_cores()
+    if n > MAX_PER_CORE * cores:
+        raise argparse.ArgumentTypeError(
+            f"{n} workers on {cores} core(s): at most {MAX_PER_CORE * cores} here (a worker beyond the"
+            " cores reads its streams late; more hosts: llmload master and llmload worker)"
+        )
     return n

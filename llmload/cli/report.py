@@ -17,6 +17,7 @@ from typing import NoReturn
 import orjson
 
 from llmload.base.exitcodes import EXIT_INPUT, EXIT_INVALID, EXIT_OK, EXIT_REPORTS, EXIT_SLO
+from llmload.base.usage import bounded_int
 from llmload.report.compare import Comparison, compare_runs, compare_targets
 from llmload.report.html import render_html
 from llmload.report.model import build_report
@@ -62,9 +63,9 @@ def report_main(argv: list[str] | None = None) -> int:
         if args.results_dir.is_dir() and not _summary_of_this_run(args.results_dir):
             _rebuild(args.results_dir)
         if args.output is not None:
+            _check_output("-o", args.output)
             rep = build_report(args.results_dir)
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(render_html(rep), encoding="utf-8")
+            _write_output("-o", args.output, render_html(rep).encode())
             print(f"wrote {args.output}")
             status, state, failed = rep.run.status, rep.slo_state, rep.failed_slos
             unknown = rep.judgement.inconclusive
@@ -181,7 +182,9 @@ def _compare_parser() -> _Parser:
         help="smallest relative change that counts as significant (default 5)",
     )
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    parser.add_argument(
+        "--resamples", type=bounded_int(100, 100_000), default=2000, help="bootstrap resamples (default 2000)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--baseline",
@@ -212,6 +215,9 @@ def _compare(args: argparse.Namespace) -> int:
     }
     if len(args.dirs) > 2:
         raise BadResults(f"expected one or two results directories, got {len(args.dirs)}")
+    for option, path in (("--markdown", args.markdown), ("--json", args.json)):
+        if path is not None:
+            _check_output(option, path)  # before the work: a table, then a failed write, reads as done
     if args.targets and args.map:
         raise BadResults("use either --targets A B or --map A=B, not both")
     cmp: Comparison
@@ -228,14 +234,30 @@ def _compare(args: argparse.Namespace) -> int:
         cmp = compare_runs(args.dirs[0], args.dirs[1], target_map=mapping, repeats=args.repeats, **opts)
     sys.stdout.write(cmp.to_text())
     if args.markdown:
-        args.markdown.write_text(cmp.to_markdown(), encoding="utf-8")
+        _write_output("--markdown", args.markdown, cmp.to_markdown().encode())
     if args.json:
-        args.json.write_bytes(orjson.dumps(cmp.to_json(), option=orjson.OPT_INDENT_2))
+        _write_output("--json", args.json, orjson.dumps(cmp.to_json(), option=orjson.OPT_INDENT_2))
     if args.fail_on_regression and cmp.regressions:
         return EXIT_SLO
     if args.fail_on_regression and cmp.inconclusive:
         return EXIT_INVALID
     return EXIT_OK
+
+
+def _check_output(option: str, path: Path) -> None:
+    """An output file the user named that cannot be written (a directory, no such parent): bad input."""
+    if path.is_dir():
+        raise BadResults(f"{option} {path}: is a directory (name a file)")
+    if option != "-o" and not path.parent.is_dir():  # -o makes its parents
+        raise BadResults(f"{option} {path}: no such directory {path.parent}")
+
+
+def _write_output(option: str, path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as e:
+        raise BadResults(f"{option} {path}: cannot write it: {e.strerror or e}") from None
 
 
 def compare_main(argv: list[str] | None = None) -> int:

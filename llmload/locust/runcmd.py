@@ -21,7 +21,7 @@ from llmload.base.cores import worker_count
 from llmload.base.early_signals import exit_at_once, exit_cleanly, on_early_signals, signals_held
 from llmload.base.exitcodes import EXIT_SIGINT, EXIT_SIGTERM
 from llmload.base.ports import quiet_port
-from llmload.base.usage import ArgParser
+from llmload.base.usage import ArgParser, port_number
 from llmload.config.yamlsrc import InputError
 from llmload.sinks.results import check_results_dir
 
@@ -39,7 +39,7 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     ap.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field"
     )
-    ap.add_argument("--targets", default="", help="comma-separated subset of targets")
+    ap.add_argument("--targets", default=None, help="comma-separated subset of targets")
     ap.add_argument("--quiet", action="store_true", help="no live progress lines")
     ap.add_argument("--no-reports", action="store_true", help="skip the HTML/Markdown/JUnit reports")
     ap.add_argument(
@@ -65,7 +65,7 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
         )
         ap.add_argument(
             "--master-bind-port",
-            type=int,
+            type=port_number,
             default=5557 if cmd == "master" else 0,
             help="the port workers connect to (master: 5557, as llmload worker expects; run: a free port)",
         )
@@ -77,7 +77,7 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
         )
     if cmd in ("ui", "master"):
         ap.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (default loopback only)")
-        ap.add_argument("--web-port", type=int, default=8089)
+        ap.add_argument("--web-port", type=port_number, default=8089)
     from llmload.config.influx_config import add_influx_arguments
 
     add_influx_arguments(ap)
@@ -105,7 +105,11 @@ def _influx_override(a: argparse.Namespace, sc: Scenario) -> InfluxConfig | None
     return cfg
 
 
-def check_targets_option(value: str, names: list[str]) -> None:
+def check_targets_option(value: str | None, names: list[str]) -> None:
+    if value is None:
+        return
+    if not value.strip(", "):
+        raise InputError(f"--targets {value!r}: no target named (the scenario has {', '.join(names)})")
     unknown = [w for w in (x.strip() for x in value.split(",")) if w and w not in names]
     if unknown:
         raise InputError(
@@ -150,7 +154,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
     for s in sets:
         largs += ["--set", s]
     on_early_signals(exit_cleanly)  # from here something is made: the finally below removes it
-    handoff = _handoff(sc, (a.scenario, tuple(sets), a.targets))
+    handoff = _handoff(sc, (a.scenario, tuple(sets), a.targets or ""))
     largs += ["--llm-run", str(handoff)]
     workers = getattr(a, "workers", 0)
     procs: list[subprocess.Popen[bytes]] = []
@@ -162,14 +166,16 @@ def run_command(cmd: str, argv: list[str]) -> int:
         print(
             f"llmload: web UI at http://{host}:{a.web_port}/ (the LLM tab; Ctrl-C ends it)", file=sys.stderr
         )
+    port = 0
     if cmd == "master" or workers or getattr(a, "expect_workers", 0):
         port = a.master_bind_port or quiet_port()
         expect = a.expect_workers or workers or 1
         largs += ["--master", "--master-bind-host", a.master_bind_host, "--master-bind-port", str(port)]
         largs += ["--expect-workers", str(expect)]
-        procs = [_spawn_worker("127.0.0.1", port) for _ in range(workers)]
     code = 1
     try:
+        for _ in range(workers):  # in the try: a signal while they start stops those started
+            procs.append(_spawn_worker("127.0.0.1", port))
         code = _locust_main(largs + extra)
         return code
     except SystemExit as e:  # exit_cleanly, before Locust's main ran (its import)
@@ -282,7 +288,7 @@ def _spawn_worker(host: str, port: int) -> subprocess.Popen[bytes]:
 def worker_command(argv: list[str]) -> int:
     ap = ArgParser(prog="llmload worker", description="a Locust worker for llmload (no scenario needed)")
     ap.add_argument("--master-host", default="127.0.0.1")
-    ap.add_argument("--master-port", type=int, default=5557)
+    ap.add_argument("--master-port", type=port_number, default=5557)
     a, extra = ap.parse_known_args(argv)
     # Locust connects before anything of llmload's runs: say now what this worker waits for.
     print(
