@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, llmload_run, two_sim_scenario
+from tests.conftest import ROOT, TOLERANT_CLIENT, llmload_run, two_sim_scenario
 
 pytestmark = pytest.mark.integration  # real llmload runs
 
@@ -150,3 +150,23 @@ load: {{users: 1, max_requests: 3, warmup: 0s}}
     else:
         assert all(b["temperature"] == 0.7 for b in bodies)
     assert summary["run"]["scenario"]["workload"]["temperature"] == (None if temperature == "null" else 0.7)
+
+
+def test_a_run_whose_only_successes_came_in_the_warm_up_is_invalid(tmp_path: Path, sse_server: str) -> None:
+    """One user, a 3 s stream, a 2 s load with a 1 s warm-up: the one request that succeeded started
+    in the warm-up, so summary.json's figures (the measured window's) are all empty: never "ok"."""
+    scn = tmp_path / "s.yaml"
+    spec = "{mode: timed, n: 100, first_ms: 5, interval_ms: 30}"
+    scn.write_text(
+        f"{TOLERANT_CLIENT}\n"
+        "targets:\n"
+        f"  - {{name: t, kind: openai, base_url: '{sse_server}', model: test-model,"
+        f" extra_body: {{llmload_test: {spec}}}}}\n"
+        "workload: {input_tokens: 4, output_tokens: 100}\n"
+        "load: {users: 1, duration: 2s, warmup: 1s, stop_grace: 20s}\n"
+    )
+    r, summary = llmload_run(scn, tmp_path / "out")
+    assert r.returncode == 3, r.stderr[-2000:]
+    run = summary["run"]
+    assert run["status"] == "invalid" and any("nothing was measured" in x for x in run["reasons"]), run
+    assert summary["targets"]["t"]["requests"]["in_window"] == 0

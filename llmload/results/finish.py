@@ -121,6 +121,13 @@ def _judge(
     if ok_total == 0:
         reasons.append(f"no request succeeded ({sent_total} sent)")
         status, code = "invalid", EXIT_INVALID
+    elif not sum(st.ok for st in agg.window(exclude_warmup=True).values()):
+        # every figure of summary.json is the measured window's: none there is nothing measured
+        reasons.append(
+            f"no request succeeded after the warm-up ({ok_total} did in it): nothing was measured"
+            " (a request longer than the load's duration less its warm-up?)"
+        )
+        status, code = "invalid", EXIT_INVALID
     if lost:
         status = "degraded" if status == "ok" else status
         code = code if allow_worker_loss else EXIT_INVALID
