@@ -8,7 +8,10 @@ def _early(signum: int, _frame: object) -> None:
     (an exception raised inside a C extension's import can crash the interpreter: SIGSEGV, seen once)."""
     import os
 
-    os.write(2, f"llmload: {_NAMES[signum]} during start-up: nothing was sent\n".encode())
+    if not os.environ.get(
+        "LLMLOAD_RUN_WORKER"
+    ):  # a worker of llmload run: its master says it (children.RUN_WORKER)
+        os.write(2, f"llmload: {_NAMES[signum]} during start-up: nothing was sent\n".encode())
     os._exit(128 + signum)
 
 

@@ -171,6 +171,32 @@ def test_sigterm_while_waiting_for_a_target_is_one_line(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.integration
+def test_sigterm_before_the_load_with_local_workers_is_the_masters_one_line(tmp_path: Path) -> None:
+    """The workers ``--workers 2`` started say nothing of their own start-up or of their stop: the
+    master's line is the one the terminal shows (they printed theirs after it)."""
+    out, log = tmp_path / "r", tmp_path / "log"
+    scn = tmp_path / "down.yaml"
+    scn.write_text(
+        f"targets:\n  - {{name: down, kind: openai, base_url: 'http://127.0.0.1:{free_port()}', model: m}}\n"
+        "load: {users: 2, max_requests: 2}\nclient: {ready_timeout: 600s}\n"
+    )
+    proc = start("run", str(scn), "--results", str(out), "--workers", "2", log=log)
+    deadline = time.monotonic() + STARTED_TIMEOUT_S
+    while "waiting for target down" not in log.read_text() and time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    rc, text = finished(proc, log)
+    time.sleep(1.5)  # a worker stopped late would have written by now (they are stopped within 1 s)
+    text = log.read_text()
+    assert rc == 143, text
+    said = [x for x in text.splitlines() if "SIGTERM" in x or x.startswith("llmload worker")]
+    assert len(said) == 1 and "SIGTERM before the load started: nothing was sent" in said[0], text
+    assert text.strip().splitlines()[-1] == said[0], text
+    assert not out.exists()
+
+
 def test_ctrl_c_on_the_web_ui_before_any_test_is_a_clean_exit(tmp_path: Path, sse_server: str) -> None:
     import httpx
 

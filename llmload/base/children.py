@@ -25,6 +25,11 @@ class ChildStartError(RuntimeError):
     """A child exited before it was ready, or was not ready in time (the message says which)."""
 
 
+# Set for the workers ``llmload run --workers N`` starts: their master speaks for them, so they say
+# nothing of their own start-up (connecting, waiting, a signal while they import: llmload/__main__.py)
+RUN_WORKER = "LLMLOAD_RUN_WORKER"
+
+
 def die_with_parent() -> None:
     """Linux: the child gets SIGTERM if its parent dies (even by SIGKILL), so none is orphaned.
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmload.base.children import spawn, stop
+from llmload.base.children import RUN_WORKER, spawn, stop
 from llmload.base.cores import worker_count
 from llmload.base.early_signals import exit_at_once, exit_cleanly, on_early_signals, signals_held
 from llmload.base.exitcodes import EXIT_SIGINT, EXIT_SIGTERM
@@ -281,8 +282,8 @@ def _spawn_worker(host: str, port: int) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "llmload", "worker", "--master-host", host, "--master-port", str(port)]
     # A session of its own: Ctrl-C in the terminal reaches the master alone, which drains the
     # workers' streams through its messages; a worker that took the signal itself would quit
-    # mid-stream and read as a lost worker.
-    return spawn(cmd, own_session=True)
+    # mid-stream and read as a lost worker. Its start-up lines are left to the master (RUN_WORKER).
+    return spawn(cmd, own_session=True, env={**os.environ, RUN_WORKER: "1"})
 
 
 def worker_command(argv: list[str]) -> int:
@@ -290,12 +291,12 @@ def worker_command(argv: list[str]) -> int:
     ap.add_argument("--master-host", default="127.0.0.1")
     ap.add_argument("--master-port", type=port_number, default=5557)
     a, extra = ap.parse_known_args(argv)
-    # Locust connects before anything of llmload's runs: say now what this worker waits for.
-    print(
-        f"llmload worker: connecting to the master at {a.master_host}:{a.master_port}",
-        file=sys.stderr,
-        flush=True,
-    )
+    if not os.environ.get(RUN_WORKER):  # Locust connects before anything of llmload's runs: say now
+        print(
+            f"llmload worker: connecting to the master at {a.master_host}:{a.master_port}",
+            file=sys.stderr,
+            flush=True,
+        )
     largs = [
         "-f",
         LOCUSTFILE,

@@ -173,15 +173,16 @@ class TelemetryScraper:
         try:
             wait_for(proc, first_scrape, first_scrape_timeout_s, what="the /metrics scraper")
         except ChildStartError as e:
-            print(f"llmload: no telemetry scraped at start: {e}", file=sys.stderr, flush=True)
+            if self.proc is proc:  # not stopped meanwhile (a signal before the load: that line says it)
+                print(f"llmload: no telemetry scraped at start: {e}", file=sys.stderr, flush=True)
         finally:
             Path(ready).unlink(missing_ok=True)
 
     def stop(self) -> None:
         """SIGTERM: the child takes one last scrape (the counters after the load), then exits."""
-        if self.proc is not None:
-            stop(self.proc, 10.0)
-            self.proc = None
+        proc, self.proc = self.proc, None  # first: a start still waiting for it sees it stopped
+        if proc is not None:
+            stop(proc, 10.0)
 
 
 def _sim_dialect(t: Target) -> str:

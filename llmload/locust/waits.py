@@ -12,12 +12,15 @@ it. Reaching the targets from each worker (readiness) is conductor.py's wait, wi
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import gevent
+
+from llmload.base.children import RUN_WORKER
 
 FIRST_REPEAT_S = 5.0
 MAX_REPEAT_S = 60.0
@@ -99,10 +102,12 @@ def watch_master(environment: Any, *, started: Callable[[], bool]) -> gevent.Gre
     """Worker: connected (Locust's runner connects before init), waiting for the master's test."""
     opts = environment.parsed_options
     me = environment.runner.client_id
-    say(f"llmload worker: connected to the master at {opts.master_host}:{opts.master_port} as {me}")
+    quiet = bool(os.environ.get(RUN_WORKER))  # a worker of llmload run: its master speaks for it
+    if not quiet:
+        say(f"llmload worker: connected to the master at {opts.master_host}:{opts.master_port} as {me}")
 
     def line() -> str | None:
-        if started():
+        if started() or quiet:
             return None
         return "llmload worker: waiting for the master to start a test"
 
