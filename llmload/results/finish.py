@@ -104,6 +104,21 @@ def _clocks(summary: Summary, agg: Aggregator) -> None:
         summary.run.client.notes.append(note)
 
 
+def _nothing_measured(agg: Aggregator) -> str | None:
+    """Why the run measured nothing, or None: no request succeeded, or none after the warm-up (every
+    figure of summary.json is that window's)."""
+    window = agg.window(exclude_warmup=False)
+    ok_total = sum(st.ok for st in window.values())
+    if ok_total == 0:
+        return f"no request succeeded ({sum(st.requests for st in window.values())} sent)"
+    if not sum(st.ok for st in agg.window(exclude_warmup=True).values()):
+        return (
+            f"no request succeeded after the warm-up ({ok_total} did in it): nothing was measured"
+            " (a request longer than the load's duration less its warm-up?)"
+        )
+    return None
+
+
 def _judge(
     run: ResolvedRun, outcome: RunOutcome, agg: Aggregator, health: ClientHealth, allow_worker_loss: bool
 ) -> tuple[RunStatus, int, list[str]]:
@@ -112,21 +127,13 @@ def _judge(
     status: RunStatus = "ok"
     code = EXIT_OK
     window = agg.window(exclude_warmup=False)
-    ok_total = sum(st.ok for st in window.values())
-    sent_total = sum(st.requests for st in window.values())
     lost = outcome.lost_workers
     if health.unreliable:
         reasons.extend(health.unreliable_reasons)
         status, code = "invalid", EXIT_INVALID
-    if ok_total == 0:
-        reasons.append(f"no request succeeded ({sent_total} sent)")
-        status, code = "invalid", EXIT_INVALID
-    elif not sum(st.ok for st in agg.window(exclude_warmup=True).values()):
-        # every figure of summary.json is the measured window's: none there is nothing measured
-        reasons.append(
-            f"no request succeeded after the warm-up ({ok_total} did in it): nothing was measured"
-            " (a request longer than the load's duration less its warm-up?)"
-        )
+    empty = _nothing_measured(agg)
+    if empty is not None:
+        reasons.append(empty)
         status, code = "invalid", EXIT_INVALID
     if lost:
         status = "degraded" if status == "ok" else status
