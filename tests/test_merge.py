@@ -141,21 +141,25 @@ def test_two_shards_merge_into_one_run_that_reports_and_compares(
     assert ttft["paired"] and ttft["n_baseline"] == ttft["n_candidate"] == 18, ttft
 
 
+def refused(*args: str) -> str:
+    r = merge(*args)
+    assert r.code == 2 and len(r.err_lines) == 1 and "Traceback" not in r.err, (r.code, r.err)
+    return r.err
+
+
+def copy_of(shard: Path, dest: Path) -> Path:
+    dest.mkdir()
+    for f in shard.iterdir():
+        if f.is_file():
+            (dest / f.name).write_bytes(f.read_bytes())
+    return dest
+
+
 def test_what_is_not_one_plan_is_refused_in_one_line(runs: dict[str, Path], tmp_path: Path) -> None:
     a, b = runs["shard-a"], runs["shard-b"]
-
-    def refused(*args: str) -> str:
-        r = merge(*args)
-        assert r.code == 2 and len(r.err_lines) == 1 and "Traceback" not in r.err, (r.code, r.err)
-        return r.err
-
     assert "target 'a' is also in" in refused(str(a), str(runs["whole"]), "--out", str(tmp_path / "x1"))
     assert "at least two" in refused(str(a), "--out", str(tmp_path / "x2"))
-    other = tmp_path / "other-salt"
-    other.mkdir()
-    for f in b.iterdir():
-        if f.is_file():
-            (other / f.name).write_bytes(f.read_bytes())
+    other = copy_of(b, tmp_path / "other-salt")
     s = summary_of(other)
     s["run"]["scenario"]["workload"]["salt"] = "another"
     (other / "summary.json").write_text(json.dumps(s))
@@ -167,3 +171,104 @@ def test_what_is_not_one_plan_is_refused_in_one_line(runs: dict[str, Path], tmp_
     full.mkdir()
     (full / "x").write_text("")
     assert "not empty" in refused(str(a), str(b), "--out", str(full))
+
+
+def _with(key: str, value: Any) -> Any:
+    """A JSON file's bytes with ``key`` (dotted) set to ``value``."""
+
+    def edit(data: bytes) -> bytes:
+        obj = node = json.loads(data)
+        *path, last = key.split(".")
+        for k in path:
+            node = node[k]
+        node[last] = value
+        return json.dumps(obj).encode()
+
+    return edit
+
+
+# name: (the file damaged, how, whether the message names a line of it)
+DAMAGE: dict[str, tuple[str, Any, bool]] = {
+    "summary-not-an-object": ("summary.json", lambda b: b"[1]", False),
+    "summary-run-null": ("summary.json", _with("run", None), False),
+    "summary-truncated": ("summary.json", lambda b: b[: len(b) // 2], False),
+    "summary-targets-not-a-list": ("summary.json", _with("run.scenario.targets", 5), False),
+    "aggregate-not-an-object": (AGGREGATE, lambda b: b"[1]", False),
+    "aggregate-null": (AGGREGATE, _with("aggregate", None), False),
+    "aggregate-a-string": (AGGREGATE, _with("aggregate", "x"), False),
+    "aggregate-levels-garbled": (AGGREGATE, _with("aggregate.levels", [[1]]), False),
+    "aggregate-outcome-garbled": (AGGREGATE, _with("outcome.steps", "x"), False),
+    "aggregate-empty": (AGGREGATE, lambda b: b"", False),
+    "aggregate-truncated": (AGGREGATE, lambda b: b[: len(b) // 2], False),
+    "aggregate-not-utf8": (AGGREGATE, lambda b: b"\xff\xfe" + b, False),
+    "timeseries-garbage-line": ("timeseries.jsonl", lambda b: b + b"garbage\n", True),
+    "timeseries-t-not-a-number": ("timeseries.jsonl", lambda b: b + b'{"t": "x"}\n', True),
+    "telemetry-garbage-line": ("telemetry.jsonl", lambda b: b + b"garbage\n", True),
+    "events-not-an-object": ("events.jsonl", lambda b: b + b"[1]\n", True),
+    "requests-garbage-line": ("requests.jsonl", lambda b: b + b"garbage\n", True),
+    "requests-line-without-fields": ("requests.jsonl", lambda b: b + b"{}\n", True),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_shard_is_refused_in_one_line_naming_its_file(
+    runs: dict[str, Path], tmp_path: Path, damage: str
+) -> None:
+    name, edit, has_lines = DAMAGE[damage]
+    bad = copy_of(runs["shard-b"], tmp_path / "bad")
+    before = (bad / name).read_bytes() if (bad / name).is_file() else b""
+    (bad / name).write_bytes(edit(before))
+    out = tmp_path / "out"
+    err = refused(str(runs["shard-a"]), str(bad), "--out", str(out))
+    where = f"{bad / name}:{len(before.splitlines()) + 1}: " if has_lines else f"{bad / name}: "
+    assert where in err, err
+    assert not out.exists()  # checked before anything is written: a rerun is not told "not empty"
+
+
+def test_a_failed_merge_keeps_the_empty_out_directory_the_user_made(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    bad = copy_of(runs["shard-b"], tmp_path / "bad")
+    (bad / "requests.jsonl").write_bytes((bad / "requests.jsonl").read_bytes() + b"garbage\n")
+    out = tmp_path / "mine"
+    out.mkdir()
+    assert "requests.jsonl:" in refused(str(runs["shard-a"]), str(bad), "--out", str(out))
+    assert out.is_dir() and not any(out.iterdir())
+
+
+def test_an_out_that_cannot_be_a_new_directory_is_refused_in_one_line(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    a, b = str(runs["shard-a"]), str(runs["shard-b"])
+    plain = tmp_path / "plain"
+    plain.write_text("mine\n")
+    assert f"{plain}: " in refused(a, b, "--out", str(plain))
+    assert plain.read_text() == "mine\n"
+    assert f"{plain / 'sub'}: " in refused(a, b, "--out", str(plain / "sub"))
+    assert plain.read_text() == "mine\n"
+
+
+def test_one_directory_is_refused_without_a_doubled_prefix(runs: dict[str, Path], tmp_path: Path) -> None:
+    err = refused(str(runs["shard-a"]), "--out", str(tmp_path / "x"))
+    assert err.count("llmload merge") == 1 and "at least two" in err, err
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_merge_that_fails_while_writing_removes_only_what_it_made(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from llmload.results import merge as merge_module
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "new" / "x"))
+
+    monkeypatch.setattr(merge_module, "finalize", full)  # after the line files are written
+    a, b = str(runs["shard-a"]), str(runs["shard-b"])
+    assert "No space left" in refused(a, b, "--out", str(tmp_path / "new" / "x"))
+    assert not (tmp_path / "new").exists()  # the parent it made too
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    assert "No space left" in refused(a, b, "--out", str(mine))
+    assert mine.is_dir() and not any(mine.iterdir())  # the user's directory kept, emptied of ours

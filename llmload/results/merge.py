@@ -12,15 +12,16 @@ by the same ``finalize`` as any run, so reports, compare and capacity read it li
 
 Shards must be disjoint slices of one plan: the same scenario and salt (prompts pair across
 targets), each target in one shard. Anything else is bad input, one line naming the directory and
-what differs (exit 2). A killed shard (no aggregate.json) cannot be merged: its ITL histograms are
-gone (llmload/results/rebuild.py).
+what differs (exit 2). So is a damaged shard: each file is checked where it is read (its shape, each
+line, the message naming the file and line) before the merged directory is made, and a merge that
+fails after that removes what it made. A killed shard (no aggregate.json) cannot be merged: its ITL
+histograms are gone (llmload/results/rebuild.py).
 """
 
 from __future__ import annotations
 
-import json
+import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +30,12 @@ from llmload.config.scenario import Scenario, validate_data
 from llmload.config.yamlsrc import InputError
 from llmload.measure.concurrency import max_open_streams
 from llmload.measure.runstate import Aggregator
-from llmload.report.results import BadResults, load_run_lines
 from llmload.results.finish import Observed, finalize
 from llmload.results.rebuild import RUN_INFO, run_info
 from llmload.results.run_outcome import RunOutcome
+from llmload.results.shard import AGGREGATE, FORMAT, LINE_FILES, ShardDir, read_shard
 from llmload.schema.results_model import Shard, Step, Summary
 from llmload.sinks.results import ResultsWriter, read_telemetry
-
-AGGREGATE = "aggregate.json"
-FORMAT = "llmload.results.aggregate/1"
-LINE_FILES = ("requests.jsonl", "timeseries.jsonl", "events.jsonl", "telemetry.jsonl")
 
 
 def aggregate_data(
@@ -54,40 +51,6 @@ def aggregate_data(
     }
 
 
-@dataclass(frozen=True)
-class _Shard:
-    dir: Path
-    summary: dict[str, Any]
-    saved: dict[str, Any]
-
-    @property
-    def scenario(self) -> dict[str, Any]:
-        return dict(self.summary["run"]["scenario"])
-
-    @property
-    def targets(self) -> list[str]:
-        return [str(t["name"]) for t in self.scenario.get("targets", [])]
-
-
-def _read(d: Path) -> _Shard:
-    for name in ("summary.json", AGGREGATE):
-        if not (d / name).is_file():
-            why = (
-                " (a run killed before its end cannot be merged: its ITL histograms are gone)"
-                if name == AGGREGATE
-                else ""
-            )
-            raise InputError(f"{d / name}: missing{why}")
-    try:
-        summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
-        saved = json.loads((d / AGGREGATE).read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise InputError(f"{d}: not JSON: {e}") from None
-    if saved.get("schema") != FORMAT:
-        raise InputError(f"{d / AGGREGATE}: schema {saved.get('schema')!r}, expected {FORMAT!r}")
-    return _Shard(d, summary, saved)
-
-
 def _first_difference(a: Any, b: Any, path: str) -> str | None:
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
@@ -98,7 +61,7 @@ def _first_difference(a: Any, b: Any, path: str) -> str | None:
     return None if a == b else path
 
 
-def _check(shards: list[_Shard]) -> None:
+def _check(shards: list[ShardDir]) -> None:
     first = shards[0]
     plan = {k: v for k, v in first.scenario.items() if k != "targets"}
     owner: dict[str, Path] = {}
@@ -122,9 +85,23 @@ def _check(shards: list[_Shard]) -> None:
             owner[t] = s.dir
 
 
-def _outcome(shards: list[_Shard]) -> RunOutcome:
+def _restore(shards: list[ShardDir], targets: list[str]) -> tuple[Aggregator, RunOutcome]:
+    """The shards' aggregates added, and their endings as one; a saved aggregate that does not fit
+    (a damaged or foreign aggregate.json) is bad input naming its file."""
+    agg = Aggregator(targets)
+    outs: list[RunOutcome] = []
+    for s in shards:
+        try:
+            agg.restore(s.saved.aggregate)
+            outs.append(RunOutcome.from_json(s.saved.outcome))
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # ValidationError too
+            why = " ".join(f"{type(e).__name__}: {e}".split())  # one line
+            raise InputError(f"{s.dir / AGGREGATE}: not an aggregate this llmload can add ({why})") from None
+    return agg, _outcome(outs)
+
+
+def _outcome(outs: list[RunOutcome]) -> RunOutcome:
     """The shards' endings as one: the earliest start, the latest end, any signal, every lost worker."""
-    outs = [RunOutcome.from_json(s.saved["outcome"]) for s in shards]
 
     def joined(values: list[str | None]) -> str | None:
         seen = list(dict.fromkeys(v for v in values if v))
@@ -167,68 +144,108 @@ def _steps(steps: list[Step]) -> list[Step]:
     return list(out.values())
 
 
-def _concat(out: Path, shards: list[_Shard]) -> None:
+def _concat(out: Path, shards: list[ShardDir]) -> None:
     """Each line file concatenated in time order (requests.jsonl in shard order, each line whole)."""
     for name in LINE_FILES:
-        lines: list[bytes] = []
-        for s in shards:
-            p = s.dir / name
-            if p.is_file():
-                lines.extend(ln for ln in p.read_bytes().splitlines(keepends=True) if ln.strip())
+        rows = [row for s in shards for row in s.lines[name]]
         if name != "requests.jsonl":
-            lines.sort(key=lambda ln: float(json.loads(ln).get("t", 0.0)))
-        (out / name).write_bytes(b"".join(ln if ln.endswith(b"\n") else ln + b"\n" for ln in lines))
+            rows.sort(key=lambda row: row[0])  # stable: lines of one time keep their shard order
+        (out / name).write_bytes(b"".join(line + b"\n" for _, line in rows))
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: not a directory (merge writes a new results directory)")
+    try:
+        full = out.is_dir() and any(out.iterdir())
+    except OSError as e:
+        raise InputError(f"{out}: cannot read ({e.strerror or e})") from None
+    if full:
+        raise InputError(f"{out}: exists and is not empty (merge writes a new results directory)")
+
+
+def _make(out: Path) -> Path | None:
+    """Make ``out``: the outermost directory this made, to remove if the merge fails (None: the
+    user's own empty ``out``, kept)."""
+    if out.is_dir():
+        return None
+    top = out
+    while top.parent != top and not top.parent.exists():
+        top = top.parent
+    try:
+        out.mkdir(parents=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot make the directory ({e.strerror or e})") from None
+    return top
+
+
+def _unmake(out: Path, made: Path | None) -> None:
+    """What a failed merge wrote, removed: the directories it made, or what it put in the user's."""
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        return
+    for p in out.iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def merge_results(out: Path, dirs: list[Path]) -> tuple[Summary, int]:
     """Merge the shards' results directories into ``out`` (summary.json, aggregate.json, run.json and
-    the line files; the caller writes the reports). InputError on anything that is not one plan."""
+    the line files; the caller writes the reports). InputError on anything that is not one plan, or
+    is damaged: every input is checked before ``out`` is made, and a failed merge leaves no ``out``."""
     if len(dirs) < 2:
-        raise InputError("llmload merge: give at least two results directories")
-    shards = [_read(Path(d)) for d in dirs]
+        raise InputError(f"give at least two results directories to merge (got {len(dirs)})")
+    shards = [read_shard(Path(d)) for d in dirs]
     _check(shards)
-    if out.exists() and any(out.iterdir()):
-        raise InputError(f"{out}: exists and is not empty (merge writes a new results directory)")
+    _check_out(out)
     scenario_data = shards[0].scenario
     scenario_data["targets"] = [t for s in shards for t in s.scenario["targets"]]
-    source = shards[0].summary["run"].get("scenario_file") or str(shards[0].dir / "summary.json")
+    source = shards[0].summary.run.scenario_file or str(shards[0].dir / "summary.json")
     scenario: Scenario = validate_data(scenario_data, {}, source)
-    targets = [t.name for t in scenario.targets]
-    agg = Aggregator(targets)
-    for s in shards:
-        agg.restore(s.saved["aggregate"])
-    outcome = _outcome(shards)
+    agg, outcome = _restore(shards, [t.name for t in scenario.targets])
+    made = _make(out)
+    try:
+        return _write(out, shards, scenario, agg, outcome)
+    except OSError as e:
+        _unmake(out, made)
+        raise InputError(f"{e.filename or out}: cannot write ({e.strerror or e})") from None
+    except BaseException:
+        _unmake(out, made)
+        raise
+
+
+def _write(
+    out: Path, shards: list[ShardDir], scenario: Scenario, agg: Aggregator, outcome: RunOutcome
+) -> tuple[Summary, int]:
     writer = ResultsWriter(out)  # any run's directory: its JSON files written whole, atomically
     writer.close()  # its line files are the shards' (below)
     _concat(out, shards)
     run_id = f"{scenario.name}-merged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    mode: Mode = "distributed" if any(s.summary["run"]["mode"] == "distributed" for s in shards) else "local"
+    mode: Mode = "distributed" if any(s.summary.run.mode == "distributed" for s in shards) else "local"
     run = ResolvedRun(scenario=scenario, run_id=run_id, results_dir=out, mode=mode)
-    try:
-        lines = (
-            load_run_lines(out / "requests.jsonl") if scenario.slo and scenario.slo.has_per_request() else []
-        )
-    except BadResults as e:
-        raise InputError(str(e)) from None
+    per_request = scenario.slo is not None and scenario.slo.has_per_request()
+    cpu_samples = [x for s in shards for x in s.saved.cpu_samples]
     observed = Observed(
-        cpu_samples=[float(x) for s in shards for x in s.saved["cpu_samples"]],
+        cpu_samples=cpu_samples,
         telemetry=read_telemetry(out / "telemetry.jsonl"),
         open_streams=max_open_streams(out / "requests.jsonl"),
-        requests=lines,
+        requests=[ln for s in shards for ln in s.requests] if per_request else [],  # requests.jsonl's
     )
-    allow = all(bool(s.saved.get("allow_worker_loss")) for s in shards)
+    allow = all(s.saved.allow_worker_loss for s in shards)
     summary, code = finalize(run, outcome, agg, observed, allow_worker_loss=allow)
     summary.run.shards = [
         Shard(
             results_dir=str(s.dir),
-            run_id=str(s.summary["run"]["run_id"]),
+            run_id=s.summary.run.run_id,
             targets=s.targets,
-            workers=list(s.summary["run"].get("workers", [])),
-            exit_code=s.summary["run"].get("exit_code"),
+            workers=list(s.summary.run.workers),
+            exit_code=s.summary.run.exit_code,
         )
         for s in shards
     ]
     writer.summary(summary)
-    writer.write_json(AGGREGATE, aggregate_data(agg, outcome, observed.cpu_samples, allow))
+    writer.write_json(AGGREGATE, aggregate_data(agg, outcome, cpu_samples, allow))
     writer.write_json(RUN_INFO, run_info(scenario, run_id, mode, outcome.started_at))
     return summary, code
