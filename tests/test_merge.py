@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from llmload.results.merge import AGGREGATE
+from llmload.results.shard import AGGREGATE
 from tests.cli_inprocess import CliResult, call_cli
 from tests.conftest import TOLERANT_CLIENT, llmload_run
 

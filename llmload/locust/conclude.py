@@ -24,8 +24,9 @@ from llmload.measure.concurrency import max_open_streams
 from llmload.report.levels import summary_text
 from llmload.report.results import BadResults, load_run_lines
 from llmload.results.finish import Observed, finalize, reports_failed, signalled_while_writing
-from llmload.results.merge import AGGREGATE, aggregate_data
+from llmload.results.merge import aggregate_data
 from llmload.results.rebuild import RUN_INFO
+from llmload.results.shard import AGGREGATE
 from llmload.schema.results_model import RequestLine, Summary
 from llmload.sinks.results import read_telemetry
 from llmload.sinks.terminal import render_table
