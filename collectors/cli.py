@@ -28,6 +28,7 @@ from collectors.engine_metrics import KINDS
 from collectors.loop import Collector, EnginePoints, GpuPoints, Source
 from collectors.nvml import NvmlSource
 from collectors.samples import Point
+from llmload.base.usage import ArgParser
 from llmload.config.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
 from llmload.sinks.influx import InfluxSink
 from llmload.sinks.influx_preflight import check as influx_preflight
@@ -43,9 +44,7 @@ class BadInput(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m collectors", description="GPU-host telemetry sidecar for llmload"
-    )
+    p = ArgParser(prog="llmload collect", description="GPU-host telemetry sidecar for llmload")
     p.add_argument("--engine-metrics", action="append", default=[], metavar="URL", help="engine /metrics URL")
     p.add_argument("--engine-kind", action="append", default=[], choices=KINDS, help="engine dialect")
     p.add_argument("--gpu", default="nvml", metavar="nvml|dcgm:URL|none", help="GPU source (default nvml)")

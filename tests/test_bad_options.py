@@ -168,3 +168,27 @@ def test_a_worker_given_a_port_out_of_range_says_so_and_does_not_wait() -> None:
     r = call_cli(["worker", "--master-port", "99999"], cwd=Path.cwd())
     assert r.code == 2 and len(r.err_lines) == 1, r.err[-2000:]
     assert "argument --master-port: expected a port from 0 to 65535, got 99999" in r.err_lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["sim", "--port", "abc"], "llmload sim: argument --port: invalid int value: 'abc'"),
+        (["influx"], "llmload influx: the following arguments are required: command"),
+        (["influx", "bogus"], "llmload influx: argument command: invalid choice: 'bogus'"),
+        (["collect", "--bogus"], "llmload collect: unrecognized arguments: --bogus"),
+        (["capacity", "s.yaml", "--hold-max", "abc"], "argument --hold-max: expected a duration"),
+    ],
+)
+def test_the_other_commands_usage_errors_are_one_line(tmp_path: Path, argv: list[str], expected: str) -> None:
+    (tmp_path / "s.yaml").write_text(GOOD)
+    r = call_cli(argv, cwd=tmp_path)
+    assert r.code == 2 and len(r.err_lines) == 1, r.err[-2000:]
+    assert expected in r.err_lines[0], r.err_lines[0]
+
+
+def test_capacity_takes_its_durations_as_the_scenario_does() -> None:
+    from llmload.capacity.cli import parser
+
+    a = parser().parse_args(["s.yaml", "--hold-max", "30s", "--warmup", "2m"])
+    assert (a.hold_max, a.warmup) == (30.0, 120.0)

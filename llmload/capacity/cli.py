@@ -37,6 +37,7 @@ from llmload.capacity.page import render_markdown
 from llmload.capacity.page_html import render_html
 from llmload.capacity.runner import Search
 from llmload.capacity.search import estimate
+from llmload.config.durations import parse_duration
 from llmload.config.executors import Capacity
 from llmload.config.scenario import Scenario, load_scenario
 from llmload.config.simulated import simulated_targets
@@ -83,7 +84,8 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--vary", choices=["rate", "concurrency"], help="search arrivals per second or streams")
     for opt in ("start", "min", "max", "factor", "precision", "hold-max", "warmup"):
-        ap.add_argument(f"--{opt}", type=float, help=f"the capacity phase's `{opt.replace('-', '_')}`")
+        kind = _duration if opt in ("hold-max", "warmup") else float  # "30s", as the scenario takes it
+        ap.add_argument(f"--{opt}", type=kind, help=f"the capacity phase's `{opt.replace('-', '_')}`")
     ap.add_argument("--requests", type=int, help="measured requests per probe")
     ap.add_argument(
         "--at", choices=["slo", "goodput"], help="pass on every SLO figure, or on goodput's share"
@@ -91,6 +93,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--attainment", type=float, help="--at goodput: the share of requests that must be good")
     ap.add_argument("--no-repeat", action="store_true", help="do not probe the boundary again")
     return ap
+
+
+def _duration(value: str) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def settings_for(sc: Scenario, a: argparse.Namespace) -> Capacity:

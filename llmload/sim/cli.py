@@ -14,6 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
+from llmload.base.usage import ArgParser
 from llmload.sim.profiles import (
     ProfileError,
     SimProfile,
@@ -29,9 +30,7 @@ log = logging.getLogger("llmload.sim")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="llmload sim", description="Run a simulated LLM serving engine (no GPU)."
-    )
+    ap = ArgParser(prog="llmload sim", description="Run a simulated LLM serving engine (no GPU).")
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     ap.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
     ap.add_argument("--port-file", help="write the bound port here once the server accepts (atomic)")

@@ -24,6 +24,7 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
+from llmload.base.usage import ArgParser
 from llmload.config.influx_config import InfluxConfig, add_influx_arguments, influx_config_from_args
 from llmload.schema.results_model import Summary
 from llmload.sinks.influx_write import InfluxWriter, WriteError
@@ -43,7 +44,7 @@ EXIT_OK, EXIT_REMAINING, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmload influx", description="InfluxDB utilities")
+    parser = ArgParser(prog="llmload influx", description="InfluxDB utilities")
     sub = parser.add_subparsers(dest="command", required=True)
     replay = sub.add_parser("replay", help="write spooled points (results dir or influx-spool dir)")
     replay.add_argument("directory", type=Path, help="results directory or its influx-spool/ directory")
