@@ -178,6 +178,7 @@ def test_a_worker_given_a_port_out_of_range_says_so_and_does_not_wait() -> None:
         (["influx", "bogus"], "llmload influx: argument command: invalid choice: 'bogus'"),
         (["collect", "--bogus"], "llmload collect: unrecognized arguments: --bogus"),
         (["capacity", "s.yaml", "--hold-max", "abc"], "argument --hold-max: expected a duration"),
+        (["bogus"], "llmload: unknown command 'bogus' (commands: run, validate, ui, master, worker, sim,"),
     ],
 )
 def test_the_other_commands_usage_errors_are_one_line(tmp_path: Path, argv: list[str], expected: str) -> None:

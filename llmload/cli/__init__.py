@@ -28,6 +28,8 @@ commands:
 exit codes: 0 ok, 1 SLO missed / regression, 2 bad input or target not ready, 3 run invalid
 """
 
+# the first word of each line under "commands:"
+COMMANDS = tuple(line.split()[0] for line in USAGE.split("commands:\n")[1].split("\n\n")[0].splitlines())
 
 # Commands that install their own SIGINT / SIGTERM handlers; until they do, those of python -m llmload's
 # first line stand (one line, 130 / 143). The others get Python's: Ctrl-C is a KeyboardInterrupt (130).
@@ -93,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             return merge_main(rest)
     except KeyboardInterrupt:
         return 130
-    print(f"llmload: unknown command {cmd!r}\n{USAGE}", file=sys.stderr)
+    print(
+        f"llmload: unknown command {cmd!r} (commands: {', '.join(COMMANDS)}; see llmload --help)",
+        file=sys.stderr,
+    )
     return 2
 
 
