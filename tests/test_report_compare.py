@@ -144,6 +144,7 @@ def test_compare_cli_targets_and_map(tmp_path: Path, capsys: pytest.CaptureFixtu
     ("argv", "expected"),
     [
         (["{missing}", "{run}"], "no such results directory"),
+        (["{run}/summary.json", "{run}"], "summary.json: a file, not a results directory"),
         (["{run}"], "--targets A B"),
         (["{run}", "--targets", "a", "zz"], "no target 'zz'"),
         (["{run}", "{run}", "--map", "a"], "expected BASELINE_TARGET=CANDIDATE_TARGET"),

@@ -129,8 +129,11 @@ def read_jsonl_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def load_summary(results_dir: Path) -> Summary:
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
-        raise BadResults(f"{results_dir}: no such results directory")
+        what = "a file, not a results directory" if results_dir.exists() else "no such results directory"
+        raise BadResults(f"{results_dir}: {what}")
     path = results_dir / "summary.json"
+    if path.exists() and not path.is_file():
+        raise BadResults(f"{path}: not a file")
     if not path.is_file():
         raise BadResults(f"{path}: missing (is {results_dir} an llmload results directory?)")
     try:

@@ -150,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK if exc.code == 0 else EXIT_BAD_INPUT
     try:
         if not ns.directory.is_dir():
-            raise _BadInput(f"{ns.directory}: no such directory")
+            raise _BadInput(
+                f"{ns.directory}: {'not a directory' if ns.directory.exists() else 'no such directory'}"
+            )
         spool_dir = resolve_spool_dir(ns.directory)
         release_stale(spool_dir)  # a sender that died mid-send left its claim
         if not pending_files(spool_dir):
