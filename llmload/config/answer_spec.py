@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from llmload.base.strict import Strict
 from llmload.config.answer_check import JSON_OBJECT, JSON_SCHEMA, TOOL_CALL, AnswerShape, schema_problem
 from llmload.config.durations import Duration
+from llmload.config.spec import Spec
 
 
 def _schema(v: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def _schema(v: dict[str, Any]) -> dict[str, Any]:
     return v
 
 
-class Function(Strict):
+class Function(Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     description: str | None = None
     parameters: dict[str, Any] = Field(
@@ -37,21 +37,21 @@ class Function(Strict):
     _parameters = field_validator("parameters")(_schema)
 
 
-class Tool(Strict):
+class Tool(Spec):
     type: Literal["function"] = "function"
     function: Function
 
 
-class NamedFunction(Strict):
+class NamedFunction(Spec):
     name: str
 
 
-class NamedToolChoice(Strict):
+class NamedToolChoice(Spec):
     type: Literal["function"] = "function"
     function: NamedFunction
 
 
-class JsonSchemaFormat(Strict):
+class JsonSchemaFormat(Spec):
     name: str = Field("answer", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str | None = None
     schema_: dict[str, Any] = Field(alias="schema", description="the answer's JSON Schema")
@@ -60,7 +60,7 @@ class JsonSchemaFormat(Strict):
     _schema_ = field_validator("schema_")(_schema)
 
 
-class ResponseFormat(Strict):
+class ResponseFormat(Spec):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 
@@ -76,7 +76,7 @@ class ResponseFormat(Strict):
 ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
 
 
-class AgentLoop(Strict):
+class AgentLoop(Spec):
     """An agent's loop: each answer that calls tools gets every call answered with ``tool_result``
     after ``tool_latency`` (the tool's time: not charged to the engine), and the model goes on, up to
     ``rounds`` model turns a session (llmload/locust/sessions.py)."""
@@ -86,7 +86,7 @@ class AgentLoop(Strict):
     tool_result: str = Field('{"ok": true}', max_length=65536, description="every call's result, as sent")
 
 
-class AnswerFields(Strict):
+class AnswerFields(Spec):
     """The workload fields that shape the answer (a mix-in of every workload kind)."""
 
     tools: list[Tool] | None = Field(None, min_length=1, description="functions the model may call")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from llmload.base.strict import Strict
+from llmload.config.spec import Spec
 
 
-class CostSpec(Strict):
+class CostSpec(Spec):
     """The scenario's ``cost:`` mapping. Every key is optional; unknown keys are rejected."""
 
     api_price_per_mtok: float | None = Field(

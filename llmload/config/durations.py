@@ -1,7 +1,8 @@
 """Durations in scenario files: ``30``, ``"30s"``, ``"2m"``, ``"1h"``, ``"250ms"`` -> seconds.
 
-The one duration type of every model (scenario sections, load phases): ``Duration`` (>= 0) and
-``Timeout`` (> 0: a timeout of 0 s would fail every request).
+The one duration type of every model (scenario sections, load phases): ``Duration`` (>= 0: a pause,
+a warm-up) and ``Span`` (> 0: a phase's length, a hold, which at 0 s would measure nothing), also
+named ``Timeout`` (a timeout of 0 s would fail every request).
 """
 
 from __future__ import annotations
@@ -31,4 +32,5 @@ def parse_duration(v: Any) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
-Timeout = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+Span = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+Timeout = Span

@@ -22,19 +22,23 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmload.base.strict import Strict
-from llmload.config.durations import Duration, Timeout
+from llmload.config.durations import Duration, Span, Timeout
 from llmload.config.limits import MAX_ARRIVALS, MAX_RATE_PER_S, MAX_USERS
+from llmload.config.spec import Spec
 
 
-class _Phase(Strict):
+class _Phase(Spec):
     name: str | None = Field(None, description="phase name in results (default: executor and index)")
     max_requests: int | None = Field(
         None, ge=1, description="end the phase after this many requests per target"
     )
 
+    def longest_s(self) -> float | None:
+        """The longest the phase sends requests for; None where a count of requests sets it."""
+        return None
 
-class Stage(Strict):
+
+class Stage(Spec):
     duration: Duration
     target: float = Field(ge=0, description="users, or arrivals per time_unit")
 
@@ -42,7 +46,7 @@ class Stage(Strict):
 class ConstantVUs(_Phase):
     executor: Literal["constant-vus"]
     vus: int = Field(ge=1, le=MAX_USERS)
-    duration: Duration | None = None
+    duration: Span | None = None
     spawn_rate: float | None = Field(
         None, gt=0, le=MAX_RATE_PER_S, description="users started per second (default: all at once)"
     )
@@ -52,6 +56,9 @@ class ConstantVUs(_Phase):
         if self.duration is None and self.max_requests is None:
             raise ValueError("constant-vus needs duration or max_requests")
         return self
+
+    def longest_s(self) -> float | None:
+        return self.duration
 
 
 class RampingVUs(_Phase):
@@ -63,14 +70,18 @@ class RampingVUs(_Phase):
     def _size(self) -> RampingVUs:
         if any(st.target > MAX_USERS for st in self.stages):
             raise ValueError(f"a stage's target is at most {MAX_USERS:,} users per target")
+        check_stages(self.stages)
         return self
+
+    def longest_s(self) -> float:
+        return sum(st.duration for st in self.stages)
 
 
 class ConstantArrivalRate(_Phase):
     executor: Literal["constant-arrival-rate"]
     rate: float = Field(gt=0, description="arrivals per time_unit")
     time_unit: Timeout = 1.0
-    duration: Duration
+    duration: Span
     arrival: Literal["poisson", "uniform"] = "poisson"
     max_vus: int = Field(
         1000, ge=1, le=MAX_USERS, description="in-flight cap; arrivals beyond it wait (delayed) or drop"
@@ -82,6 +93,9 @@ class ConstantArrivalRate(_Phase):
         per_s = self.rate / self.time_unit
         check_open_loop([per_s], per_s * self.duration)
         return self
+
+    def longest_s(self) -> float:
+        return self.duration
 
 
 class RampingArrivalRate(_Phase):
@@ -100,14 +114,18 @@ class RampingArrivalRate(_Phase):
             (a + b) / 2 * st.duration for a, b, st in zip(rates, rates[1:], self.stages, strict=False)
         )
         check_open_loop(rates, arrivals)
+        check_stages(self.stages)
         return self
+
+    def longest_s(self) -> float:
+        return sum(st.duration for st in self.stages)
 
 
 class Sweep(_Phase):
     executor: Literal["sweep"]
     vary: Literal["concurrency", "rate"] = "concurrency"
     levels: list[float] = Field(min_length=1, description="concurrency levels, or rates per second")
-    hold: Duration | None = Field(None, description="time at each level")
+    hold: Span | None = Field(None, description="time at each level")
     requests: int | None = Field(None, ge=1, description="requests per target at each level")
     settle: Duration = Field(0.0, description="pause between levels (not measured)")
     arrival: Literal["poisson", "uniform"] = "poisson"
@@ -124,6 +142,11 @@ class Sweep(_Phase):
         if self.vary == "rate":
             check_open_loop(self.levels, max(self.levels) * (self.hold or 0.0))
         return self
+
+    def longest_s(self) -> float | None:
+        if self.hold is None:
+            return None
+        return len(self.levels) * self.hold + (len(self.levels) - 1) * self.settle
 
 
 class Trace(_Phase):
@@ -159,7 +182,7 @@ class Capacity(_Phase):
     requests: int = Field(
         300, ge=10, description="measured requests per probe (a p99 needs 299 to pass clearly, judge.py)"
     )
-    hold_max: Duration = Field(60.0, description="the longest measured time of a probe")
+    hold_max: Span = Field(60.0, description="the longest measured time of a probe")
     warmup: Duration | None = Field(None, description="each probe's warm-up (default: load.warmup)")
     repeat: bool = Field(True, description="probe the boundary again with another seed")
     arrival: Literal["poisson", "uniform"] = "poisson"
@@ -194,6 +217,18 @@ def check_open_loop(rates_per_s: list[float], arrivals: float) -> None:
             f"schedules about {arrivals:,.0f} arrivals per target, more than the {MAX_ARRIVALS:,} "
             "one phase may hold: split it, or shorten it"
         )
+
+
+def check_stages(stages: list[Stage]) -> None:
+    """A ramping phase's stages may step (a stage of 0 s) but not all of them: 0 s in all sends nothing."""
+    if not any(st.duration > 0 for st in stages):
+        raise ValueError("the stages last 0 s in all: give a stage a duration")
+
+
+def longest_s(phases: list[AnyPhase]) -> float | None:
+    """The longest the phases send requests for, one after another; None where a count sets one."""
+    spans = [ph.longest_s() for ph in phases]
+    return None if None in spans else sum(s for s in spans if s is not None)
 
 
 AnyPhase = ConstantVUs | RampingVUs | ConstantArrivalRate | RampingArrivalRate | Sweep | Trace | Capacity

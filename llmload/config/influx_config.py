@@ -22,12 +22,12 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import Field, model_validator
 
-from llmload.base.strict import Strict
+from llmload.config.spec import Spec
 
 DEFAULT_DATABASE = "llmload"
 
 
-class InfluxConfig(Strict):
+class InfluxConfig(Spec):
     """Where and how the InfluxDB sink and the collector write."""
 
     url: str = Field(description="Base URL of the server, e.g. http://127.0.0.1:8086 (no path needed)")

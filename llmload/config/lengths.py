@@ -8,17 +8,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmload.base.strict import Strict
 from llmload.config.limits import MAX_TOKENS
+from llmload.config.spec import Spec
 
 
-class LengthDist(Strict):
+class LengthDist(Spec):
     """A distribution of token counts; samples are rounded and clamped to [min, max]."""
 
     dist: Literal["fixed", "uniform", "normal", "lognormal"]
     value: int | None = Field(None, ge=1, le=MAX_TOKENS, description="fixed: the count")
-    min: int = Field(1, ge=1, le=MAX_TOKENS)
-    max: int = Field(1_000_000, ge=1, le=MAX_TOKENS)
+    min: int = Field(1, ge=1, le=MAX_TOKENS, description="uniform: the lowest count; others: clamp")
+    max: int = Field(1_000_000, ge=1, le=MAX_TOKENS, description="uniform: the highest count; others: clamp")
     mean: float | None = Field(
         None, gt=0, le=MAX_TOKENS, description="normal: mean; lognormal: mean (or give median)"
     )
@@ -28,11 +28,16 @@ class LengthDist(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> LengthDist:
-        need = {"fixed": ["value"], "uniform": [], "normal": ["mean", "std"], "lognormal": ["sigma"]}[
-            self.dist
-        ]
+        # uniform: min and max are its range, never the clamp's defaults (a max of 1,000,000 tokens
+        # was taken silently when only min was given); for the others they only clamp
+        need = {
+            "fixed": ["value"],
+            "uniform": ["min", "max"],
+            "normal": ["mean", "std"],
+            "lognormal": ["sigma"],
+        }[self.dist]
         for k in need:
-            if getattr(self, k) is None:
+            if getattr(self, k) is None or k not in self.model_fields_set:
                 raise ValueError(f"dist {self.dist} needs `{k}`")
         if self.dist == "lognormal" and self.mean is None and self.median is None:
             raise ValueError("dist lognormal needs `median` or `mean`")

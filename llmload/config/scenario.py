@@ -23,15 +23,16 @@ from pydantic import (
     model_validator,
 )
 
-from llmload.base.strict import Strict, settle
+from llmload.base.strict import settle
 from llmload.config.cost_spec import CostSpec
-from llmload.config.durations import Duration, Timeout
-from llmload.config.executors import Phase, phases_from_shorthand
+from llmload.config.durations import Duration, Span, Timeout
+from llmload.config.executors import Phase, longest_s, phases_from_shorthand
 from llmload.config.influx_config import InfluxConfig
 from llmload.config.limits import MAX_RATE_PER_S, MAX_USERS
-from llmload.config.scenario_errors import check_unique_names, input_error
+from llmload.config.scenario_errors import check_unique_names, field_error, input_error
 from llmload.config.secrets import redact
 from llmload.config.slo_spec import SloSpec
+from llmload.config.spec import Spec
 from llmload.config.target_spec import SAFE_NAME, SAFE_NAME_RULE, Target
 from llmload.config.workload_spec import Workload, default_workload, foreign_field
 from llmload.config.yamlsrc import InputError, apply_overrides, load_yaml, parse_yaml
@@ -39,7 +40,7 @@ from llmload.config.yamlsrc import InputError, apply_overrides, load_yaml, parse
 MIN_SCRAPE_INTERVAL_S = 1.0  # a vLLM CPU front-end stalled its streams 10-230 ms per scrape here
 
 
-class Client(Strict):
+class Client(Spec):
     ready_timeout: Timeout = Field(
         600.0, description="how long to wait for every target's /health and /v1/models before exit 2"
     )
@@ -105,10 +106,14 @@ class Client(Strict):
         """YAML 1.1 reads a bare on/off as true/false: take them back as the words."""
         return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
+    bool_words = frozenset({"scrape_interval"})
+
     @field_validator("scrape_interval", mode="before")
     @classmethod
     def _scrape_off(cls, v: Any) -> Any:
         """``off`` (YAML 1.1 reads a bare off as false) is the default: no scrape during the load."""
+        if v is True:  # ``on``: read as 1 s before (llmload/config/spec.py)
+            raise ValueError("expected an interval such as 5s, or off")
         return None if v is False or v == "off" else v
 
     @field_validator("scrape_interval")
@@ -128,16 +133,18 @@ class Client(Strict):
         return self
 
 
-class Load(Strict):
+class Load(Spec):
     users: int | None = Field(
         None, ge=1, le=MAX_USERS, description="concurrent streams per target (constant-vus shorthand)"
     )
     spawn_rate: float | None = Field(
         None, gt=0, le=MAX_RATE_PER_S, description="users started per second (shorthand)"
     )
-    duration: Duration | None = Field(None, description="shorthand phase duration")
+    duration: Span | None = Field(None, description="shorthand phase duration")
     max_requests: int | None = Field(None, ge=1, description="stop each target after this many requests")
-    warmup: Duration = Field(0.0, description="excluded from the figures at the start of the run")
+    warmup: Duration = Field(
+        0.0, description="excluded from the figures at the start of the run: shorter than the load"
+    )
     stop_grace: Duration = Field(60.0, description="in-flight streams may finish this long after the end")
     mode: Literal["parallel", "sequential"] = "parallel"
     stop_on_failures: int | None = Field(None, ge=1, description="stop when this many requests have failed")
@@ -160,12 +167,26 @@ class Load(Strict):
             settle(self, phases=phases, users=None, spawn_rate=None, duration=None, max_requests=None)
         return self
 
+    @model_validator(mode="after")
+    def _warmup(self) -> Load:
+        """The warm-up runs from the run's start (each target's, sequential): as long as the load, it
+        leaves nothing measured. A load bounded by requests is not known to end; a capacity search
+        adds each probe's warm-up to its hold (llmload/capacity/probe.py)."""
+        sends = longest_s(self.phases)
+        if self.warmup and sends is not None and self.warmup >= sends:
+            raise field_error(
+                "warmup",
+                f"the warm-up ({self.warmup:g} s) must be shorter than the load's duration ({sends:g} s): "
+                "every request would fall in it",
+            )
+        return self
 
-class Output(Strict):
+
+class Output(Spec):
     dir: str = Field("results", description="parent folder of the run's results directory")
 
 
-class Scenario(Strict):
+class Scenario(Spec):
     name: str = "scenario"
     description: str = ""
     targets: list[Target] = Field(min_length=1)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
 
 from llmload.config.yamlsrc import InputError, dotted, line_for
 
@@ -51,8 +52,18 @@ def input_error(
     return InputError(f"{where}: {dotted(loc)}: {msg}{more}")
 
 
+def field_error(field: str, message: str) -> PydanticCustomError:
+    """For a model validator to raise: ``message`` about its field ``field``, shown at that field's
+    line (pydantic places a model validator's error at the model)."""
+    return PydanticCustomError(_AT_FIELD, message, {"field": field})
+
+
+_AT_FIELD = "at_field"
+
+
 def _loc(err: Any) -> tuple[Any, ...]:
-    return tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
+    loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "tagged-"))))
+    return (*loc, err["ctx"]["field"]) if err["type"] == _AT_FIELD else loc
 
 
 _MISSING = object()
@@ -101,6 +112,7 @@ _NOISE = {
     "constant-arrival-rate",
     "ramping-arrival-rate",
     "sweep",
+    "capacity",
     "synthetic",
     "dataset",
     "prefix",

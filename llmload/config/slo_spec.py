@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from llmload.base.strict import Strict
+from llmload.config.spec import Spec
 
 # per-request SLO key -> the requests.jsonl field it bounds
 PER_REQUEST: dict[str, str] = {
@@ -24,7 +24,7 @@ PER_REQUEST: dict[str, str] = {
 FLAGS: tuple[str, ...] = ("no_answer_is_error", "flagged_figures")
 
 
-class SloSpec(Strict):
+class SloSpec(Spec):
     """The scenario's ``slo:`` mapping. Every key is optional; unknown keys are rejected."""
 
     ttft_p99_ms: float | None = Field(None, gt=0, description="99th percentile time to first token, ms")

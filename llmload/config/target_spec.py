@@ -6,11 +6,15 @@ pages, and the simulated engine that can stand in for it (``sim:``). Part of the
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Any, Literal
 
+import httpx
 from pydantic import Field, field_validator, model_validator
 
-from llmload.base.strict import Strict, settle
+from llmload.base.strict import settle
+from llmload.config.scenario_errors import field_error
+from llmload.config.spec import Spec
 
 # A scenario's or target's name is a file name in the results (a directory, a CSV): letters, digits,
 # '_', '.', '-', never a leading '.' or a '/', so `name: ../../x` cannot write outside output.dir.
@@ -34,10 +38,40 @@ def _header_problem(name: str, value: str) -> str | None:
     return None
 
 
+def url_problem(field: str, url: str) -> str | None:
+    """What keeps the client from sending to ``url``, or None. It is parsed as the client parses it:
+    httpx.URL, and urllib.parse for the port (httpx took ``:99999``). A base_url of
+    ``http://127.0.0.1:abc`` or ``http://[::1`` passed validation and ``llmload run`` then died of
+    httpx.InvalidURL; ``:99999`` passed both."""
+    bad = _URL_BAD.search(url)
+    if bad:
+        return f"{field} holds {bad.group()!r}: a URL has no space or control character"
+    if not re.match(r"^https?://", url):
+        return f"{field} must start with http:// or https://"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as e:  # "Invalid IPv6 URL", or a port that is no number in 0-65535
+        if "Port" not in str(e):
+            return f"not a URL: {e}"
+        port = 0
+    if port == 0:
+        return f"its port must be a number from 1 to 65535, got {_port_text(parts.netloc)!r}"
+    try:
+        host = httpx.URL(url).host
+    except httpx.InvalidURL as e:
+        return f"not a URL: {e}"
+    return None if host else "names no host"
+
+
+def _port_text(netloc: str) -> str:
+    return netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+
+
 TARGET_KINDS = ("vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim")
 
 
-class SimSpec(Strict):
+class SimSpec(Spec):
     """How llmload starts a simulated engine for a target of kind `sim`."""
 
     profile: str | dict[str, Any] = Field(
@@ -70,7 +104,7 @@ METRICS_PATHS = {
 }
 
 
-class Target(Strict):
+class Target(Spec):
     name: str = Field(description="unique name; used in results, metrics and reports")
     kind: Literal["vllm", "aphrodite", "sglang", "tgi", "llamacpp", "trtllm", "openai", "sim"] = Field(
         description="engine kind (wire quirks, metric dialect)"
@@ -128,13 +162,11 @@ class Target(Strict):
                 raise ValueError("a sim target needs `sim: {profile: ...}` (llmload starts it) or a base_url")
         elif self.base_url is None:
             raise ValueError("base_url is required (only kind sim can be started by llmload)")
-        if self.base_url is not None and not re.match(r"^https?://", self.base_url):
-            raise ValueError("base_url must start with http:// or https://")
         for field in ("base_url", "metrics_url", "gpu_metrics_url"):
             url = getattr(self, field)
-            bad = _URL_BAD.search(url) if url else None
-            if bad:
-                raise ValueError(f"{field} holds {bad.group()!r}: a URL has no space or control character")
+            problem = url_problem(field, url) if url else None
+            if problem:
+                raise field_error(field, problem)
         path = METRICS_PATHS.get(self.kind)
         if self.metrics_url is None and self.base_url is not None and path is not None:
             settle(self, metrics_url=self.base_url.rstrip("/") + path)  # follows base_url, even from --set

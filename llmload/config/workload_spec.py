@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from llmload.config.answer_spec import AnswerFields
-from llmload.config.durations import Duration
+from llmload.config.durations import Duration, Span
 from llmload.config.lengths import Length
 from llmload.config.limits import MAX_TOKENS
 
@@ -24,7 +24,7 @@ class WorkloadCommon(AnswerFields):
     seed: int = 42
     input_tokens: Length = Field(128, description="prompt length in tokens (approximated by words)")
     output_tokens: Length = Field(256, description="max_tokens per request")
-    temperature: float | None = 0.0
+    temperature: float | None = Field(0.0, ge=0, description="sampling temperature (servers refuse < 0)")
     ignore_eos: bool = True
     min_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     reasoning_effort: Literal["low", "medium", "high"] | None = Field(
@@ -94,7 +94,7 @@ class TraceWorkload(WorkloadCommon):
     )
     speedup: float = Field(1.0, gt=0, description="every gap divided by this")
     window_start: Duration = Field(0.0, description="skip this much of the trace's start")
-    window_duration: Duration | None = Field(None, description="replay this much of it (default: all)")
+    window_duration: Span | None = Field(None, description="replay this much of it (default: all)")
 
 
 KINDS: dict[str, type[WorkloadCommon]] = {

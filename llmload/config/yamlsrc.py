@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from llmload.config.yaml_ints import JSON_LONG_INT, long_int, long_int_in
+
 Path_ = tuple[Any, ...]
 T = TypeVar("T")
 # A worker builds its run from the master's scenario inside Locust's message loop, and Locust's master
@@ -48,6 +50,9 @@ def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str) ->
         for k, v in node.value:
             key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
             line = k.start_mark.line + 1
+            problem = long_int(k)
+            if problem:
+                raise InputError(f"{source}:{line}: {dotted((*path, key[:20] + '...'))}: {problem}")
             if key in seen:  # YAML would keep the last silently: one of them is a mistake
                 raise InputError(
                     f"{source}:{line}: {dotted((*path, key))}: duplicate key (first at line {seen[key]})"
@@ -59,6 +64,10 @@ def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str) ->
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, (*path, i), lines, source)
+    else:
+        problem = long_int(node)
+        if problem:
+            raise InputError(f"{source}:{lines[path]}: {dotted(path)}: {problem}")
 
 
 def load_yaml(path: str | Path) -> tuple[Any, dict[Path_, int]]:
@@ -85,10 +94,12 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
         raise InputError(f"{source}:{line}: a NUL byte: not a text file")
+    lines: dict[Path_, int] = {}
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         if node is not None:
             check_aliases(node, source)  # before anything expands it: a bomb, a cycle, a deep nest
+            _walk(node, (), lines, source)  # before it is constructed: an integer Python cannot read
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
@@ -98,9 +109,6 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[Path_, int]]:
         raise InputError(f"{source}: invalid YAML: {_one_line(str(e))}") from None
     except RecursionError:  # PyYAML's composer recurses once per level of nesting
         raise InputError(f"{source}: invalid YAML: nested more than {MAX_DEPTH} levels deep") from None
-    lines: dict[Path_, int] = {}
-    if node is not None:
-        _walk(node, (), lines, source)
     return data, lines
 
 
@@ -179,6 +187,9 @@ def apply_overrides(data: Any, overrides: list[str], source: str = "--set") -> A
         if not sep or not key:
             raise InputError(f"{source} {item!r}: expected key.path=value")
         try:
+            problem = long_int_in(yaml.compose(raw, Loader=yaml.SafeLoader))
+            if problem:
+                raise InputError(f"{source} {key}: {problem}")
             value = yaml.safe_load(raw) if raw != "" else ""
         except yaml.YAMLError:
             value = raw
@@ -275,6 +286,8 @@ def json_array_items(text: str, path: Path, not_a_list: str) -> Iterator[Any]:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        except ValueError:  # json's int(): a number of more than 4,300 digits (long_int)
+            raise InputError(f"{path}:{line()}: {JSON_LONG_INT}") from None
         except RecursionError:
             raise InputError(f"{path}:{line()}: invalid JSON: nested too deep") from None
         yield value
@@ -304,5 +317,7 @@ def json_value(text: str, path: Path, line: int = 1) -> Any:
         return json.loads(text, parse_constant=no_constant)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{line + e.lineno - 1}: invalid JSON: {e.msg}") from None
+    except ValueError:  # json's int(): a number of more than 4,300 digits (long_int)
+        raise InputError(f"{path}:{line}: {JSON_LONG_INT}") from None
     except RecursionError:
         raise InputError(f"{path}:{line}: invalid JSON: nested too deep") from None
