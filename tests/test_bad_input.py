@@ -58,6 +58,7 @@ CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, list[str
     ("unclosed flow", add("slo: {ttft_p99_ms: 5\n"), {}, "validate", [], "invalid YAML"),
     ("top-level list", "- a\n- b\n", {}, "validate", [], "s.yaml:1: the scenario must be a mapping"),
     ("empty file", "", {}, "validate", [], "the scenario must be a mapping"),
+    ("over 8 MiB", GOOD + "#" + "x" * 2**23 + "\n", {}, "validate", [], "s.yaml: larger than 8 MiB"),
     (
         "duplicate top key",
         add("name: again\n"),

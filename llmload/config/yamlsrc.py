@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from llmload.config.limits import MAX_SCENARIO_BYTES
 from llmload.config.yaml_ints import JSON_LONG_INT, long_int, long_int_in
 
 Path_ = tuple[Any, ...]
@@ -73,13 +74,19 @@ def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str) ->
 def load_yaml(path: str | Path) -> tuple[Any, dict[Path_, int]]:
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        with p.open("rb") as f:
+            raw = f.read(MAX_SCENARIO_BYTES + 1)  # no more: a 50 MB file took 33 s to be refused
     except FileNotFoundError:
         raise InputError(f"{p}: file not found") from None
     except IsADirectoryError:
         raise InputError(f"{p}: is a directory, not a scenario file") from None
     except OSError as e:
         raise InputError(f"{p}: cannot read: {e.strerror}") from None
+    if len(raw) > MAX_SCENARIO_BYTES:
+        raise InputError(
+            f"{p}: larger than {MAX_SCENARIO_BYTES // 2**20} MiB: a scenario is not its data"
+            " (prompts, traces: workload.path)"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
