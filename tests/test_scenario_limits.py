@@ -240,3 +240,28 @@ def test_a_negative_temperature_is_refused(tmp_path: Path) -> None:
         "greater than or equal to 0",
         ("workload.temperature=-0.5",),
     )
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            ("  input_tokens: 64\n", "  kind: trace\n  path: x.jsonl\n  input_tokens: 64\n"),
+            "a trace workload is replayed by trace phases only",
+        ),
+        (
+            (
+                "  users: 4\n  duration: 2m\n",
+                "  phases:\n    - {executor: capacity}\n    - {executor: constant-vus, vus: 1, duration: 1m}\n",
+            ),
+            "a capacity phase is a search of its own",
+        ),
+    ],
+)
+def test_a_load_that_does_not_fit_the_scenario_names_the_load_line(
+    tmp_path: Path, edit: tuple[str, str], words: str
+) -> None:
+    """A rule across sections is shown at the load's line, not at line 1 as (top level)."""
+    text = GOOD.replace(*edit)
+    line = text.splitlines().index("load:") + 1
+    refused(tmp_path, text, f"FILE:{line}: load: ", words)

@@ -224,17 +224,20 @@ class Scenario(Spec):
     def _trace_pairs(self) -> Scenario:
         traced = [p.executor == "trace" for p in self.load.phases]
         if any(traced) and self.workload.kind != "trace":
-            raise ValueError("a trace phase replays `workload: {kind: trace, path: ...}`")
+            raise field_error("load", "a trace phase replays `workload: {kind: trace, path: ...}`")
         if self.workload.kind == "trace" and not all(traced):
-            raise ValueError(
-                "a trace workload is replayed by trace phases only (load: {phases: [{executor: trace}]})"
+            raise field_error(
+                "load",
+                "a trace workload is replayed by trace phases only (load: {phases: [{executor: trace}]})",
             )
         return self
 
     @model_validator(mode="after")
     def _capacity_alone(self) -> Scenario:
         if len(self.load.phases) > 1 and any(p.executor == "capacity" for p in self.load.phases):
-            raise ValueError("a capacity phase is a search of its own: make it the scenario's only phase")
+            raise field_error(
+                "load", "a capacity phase is a search of its own: make it the scenario's only phase"
+            )
         return self
 
     @model_validator(mode="after")
