@@ -91,3 +91,24 @@ def test_replay_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.C
     empty.mkdir()
     assert influx_cli.main(["replay", str(empty)]) == 0
     assert "nothing to replay" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("[1]", "target.json: expected a JSON object"),
+        ('{"url": "http://127.0.0.1:9", "api": "v9"}', "target.json: api: Input should be 'v1' or 'v2'"),
+    ],
+)
+def test_a_spool_whose_target_json_is_wrong_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, said: str
+) -> None:
+    """target.json that exists but says no destination is that file's fault, not a missing file's
+    or the options'."""
+    spool = tmp_path / "influx-spool"
+    spool.mkdir()
+    (spool / "r-local-1-000001.lp").write_text("m f=1.0 1\n")
+    (spool / "target.json").write_text(target)
+    assert influx_cli.main(["replay", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err

@@ -64,13 +64,19 @@ def _error_line(exc: ValidationError) -> str:
 
 def _config_for(ns: argparse.Namespace, spool_dir: Path) -> InfluxConfig:
     base = None
+    path = spool_dir / "target.json"
     try:
         target = read_target(spool_dir)
     except (OSError, ValueError) as exc:
-        raise _BadInput(f"{spool_dir / 'target.json'}: unreadable ({exc})") from None
+        raise _BadInput(f"{path}: unreadable ({exc})") from None
+    if target is None and path.is_file():
+        raise _BadInput(f"{path}: expected a JSON object (the destination the run recorded)")
     try:
         if target and target.get("url"):
             base = InfluxConfig.model_validate({k: v for k, v in target.items() if v is not None})
+    except ValidationError as exc:
+        raise _BadInput(f"{path}: {_error_line(exc)}") from None
+    try:
         config = influx_config_from_args(ns, base)
     except ValidationError as exc:
         raise _BadInput(f"influx options: {_error_line(exc)}") from None
@@ -139,7 +145,8 @@ def _record_in_summary(spool_dir: Path, replayed: int, remaining: int) -> None:
         tmp.write_text(json.dumps(summary.dump(), indent=2) + "\n", encoding="utf-8")
         tmp.replace(summary_path)
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        print(f"llmload influx replay: could not update {summary_path}: {exc}", file=sys.stderr)
+        why = _error_line(exc) if isinstance(exc, ValidationError) else str(exc)
+        print(f"llmload influx replay: could not update {summary_path}: {why}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
