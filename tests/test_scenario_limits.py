@@ -265,3 +265,18 @@ def test_a_load_that_does_not_fit_the_scenario_names_the_load_line(
     text = GOOD.replace(*edit)
     line = text.splitlines().index("load:") + 1
     refused(tmp_path, text, f"FILE:{line}: load: ", words)
+
+
+@pytest.mark.parametrize(
+    ("dist", "words"),
+    [
+        ("{dist: fixed, value: 64, mean: 5}", "dist fixed takes no `mean` (it takes max, min, value)"),
+        ("{dist: uniform, min: 1, max: 9, sigma: 1}", "dist uniform takes no `sigma`"),
+        ("{dist: lognormal, median: 64, mean: 80, sigma: 0.5}", "needs `median` or `mean` (one of them"),
+    ],
+)
+def test_a_length_field_its_distribution_would_ignore_is_refused(
+    tmp_path: Path, dist: str, words: str
+) -> None:
+    text = GOOD.replace("  input_tokens: 64\n", f"  input_tokens: {dist}\n")
+    refused(tmp_path, text, "FILE:10: workload.input_tokens: ", words)

@@ -11,6 +11,14 @@ from pydantic import Field, model_validator
 from llmload.config.limits import MAX_TOKENS
 from llmload.config.spec import Spec
 
+_CLAMP = frozenset({"dist", "min", "max"})
+_FIELDS = {  # what each distribution reads (min and max clamp every one; uniform's are its range)
+    "fixed": _CLAMP | {"value"},
+    "uniform": _CLAMP,
+    "normal": _CLAMP | {"mean", "std"},
+    "lognormal": _CLAMP | {"mean", "median", "sigma"},
+}
+
 
 class LengthDist(Spec):
     """A distribution of token counts; samples are rounded and clamped to [min, max]."""
@@ -39,8 +47,14 @@ class LengthDist(Spec):
         for k in need:
             if getattr(self, k) is None or k not in self.model_fields_set:
                 raise ValueError(f"dist {self.dist} needs `{k}`")
-        if self.dist == "lognormal" and self.mean is None and self.median is None:
-            raise ValueError("dist lognormal needs `median` or `mean`")
+        # a field of another distribution would be ignored (``dist: fixed, mean: 5`` sent the value)
+        foreign = sorted(self.model_fields_set - _FIELDS[self.dist])
+        if foreign:
+            raise ValueError(
+                f"dist {self.dist} takes no `{foreign[0]}` (it takes {', '.join(sorted(_FIELDS[self.dist] - {'dist'}))})"
+            )
+        if self.dist == "lognormal" and (self.mean is None) == (self.median is None):
+            raise ValueError("dist lognormal needs `median` or `mean` (one of them: each sets the centre)")
         if self.min > self.max:
             raise ValueError("min is larger than max")
         return self
