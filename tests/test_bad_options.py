@@ -40,6 +40,14 @@ OPTION_CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, l
     ("set unknown target", GOOD, {}, "validate", ["--set", "targets.zzz.model=x"], "no list item 'zzz'"),
     ("set unknown field", GOOD, {}, "run", ["--set", "load.userz=2"], "--set load.userz=2: unknown field"),
     (
+        "set unknown path",
+        GOOD,
+        {},
+        "validate",
+        ["--set", "nosuch.path=3"],
+        "--set nosuch.path=3: unknown field",
+    ),
+    (
         "run --targets",
         GOOD,
         {},

@@ -45,11 +45,21 @@ def input_error(
     value = _value_at(data, loc)
     before = _value_at(file_data, loc) if file_data is not None else _MISSING
     if file_data is not None and value is not before and value != before:  # the command line put it there
+        path, value = _as_typed(loc, value) if err["type"] == "extra_forbidden" else (loc, value)
         shown = "" if value is _MISSING else f"={value!r}"
-        return InputError(f"--set {dotted(loc)}{shown}: {msg}{more}")
+        return InputError(f"--set {dotted(path)}{shown}: {msg}{more}")
     line = line_for(lines, loc)
     where = f"{source}:{line}" if line else source
     return InputError(f"{where}: {dotted(loc)}: {msg}{more}")
+
+
+def _as_typed(loc: tuple[Any, ...], value: Any) -> tuple[tuple[Any, ...], Any]:
+    """A ``--set`` of an unknown field as typed: the mapping an edit built below ``loc``
+    (``nosuch.path=3`` is ``nosuch: {path: 3}``), one key at each level, walked back into the path."""
+    while isinstance(value, dict) and len(value) == 1:
+        ((key, value),) = value.items()
+        loc = (*loc, key)
+    return loc, value
 
 
 def field_error(field: str, message: str) -> PydanticCustomError:
