@@ -149,20 +149,27 @@ def test_sigterm_to_a_master_with_local_workers(tmp_path: Path, sse_server: str)
     assert len({(x["index"]) for x in lines}) == len(lines)  # none counted twice
 
 
-@pytest.mark.integration
-def test_sigterm_while_waiting_for_a_target_is_one_line(tmp_path: Path) -> None:
-    """Before the load: stop at once, say that nothing was sent, write no results directory."""
+def waiting_for_a_down_target(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """``llmload run`` of a target that never answers, once it says it waits for it: (the process, its
+    results directory, its log)."""
     out, log = tmp_path / "r", tmp_path / "log"
     scn = tmp_path / "down.yaml"
     scn.write_text(
         f"targets:\n  - {{name: down, kind: openai, base_url: 'http://127.0.0.1:{free_port()}', model: m}}\n"
-        "load: {users: 1, max_requests: 1}\nclient: {ready_timeout: 600s}\n"
+        "load: {users: 2, max_requests: 2}\nclient: {ready_timeout: 600s}\n"
     )
-    proc = start("run", str(scn), "--results", str(out), log=log)
+    proc = start("run", str(scn), "--results", str(out), *args, log=log)
     deadline = time.monotonic() + STARTED_TIMEOUT_S
     while "waiting for target down" not in log.read_text() and time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()
         time.sleep(0.1)
+    return proc, out, log
+
+
+@pytest.mark.integration
+def test_sigterm_while_waiting_for_a_target_is_one_line(tmp_path: Path) -> None:
+    """Before the load: stop at once, say that nothing was sent, write no results directory."""
+    proc, out, log = waiting_for_a_down_target(tmp_path)
     proc.send_signal(signal.SIGTERM)
     rc, text = finished(proc, log)
     assert rc == 143, text
@@ -175,17 +182,7 @@ def test_sigterm_while_waiting_for_a_target_is_one_line(tmp_path: Path) -> None:
 def test_sigterm_before_the_load_with_local_workers_is_the_masters_one_line(tmp_path: Path) -> None:
     """The workers ``--workers 2`` started say nothing of their own start-up or of their stop: the
     master's line is the one the terminal shows (they printed theirs after it)."""
-    out, log = tmp_path / "r", tmp_path / "log"
-    scn = tmp_path / "down.yaml"
-    scn.write_text(
-        f"targets:\n  - {{name: down, kind: openai, base_url: 'http://127.0.0.1:{free_port()}', model: m}}\n"
-        "load: {users: 2, max_requests: 2}\nclient: {ready_timeout: 600s}\n"
-    )
-    proc = start("run", str(scn), "--results", str(out), "--workers", "2", log=log)
-    deadline = time.monotonic() + STARTED_TIMEOUT_S
-    while "waiting for target down" not in log.read_text() and time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        time.sleep(0.1)
+    proc, out, log = waiting_for_a_down_target(tmp_path, "--workers", "2")
     proc.send_signal(signal.SIGTERM)
     rc, text = finished(proc, log)
     time.sleep(1.5)  # a worker stopped late would have written by now (they are stopped within 1 s)

@@ -108,7 +108,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def read_jsonl_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """read_jsonl's objects with their line numbers."""
-    out: list[tuple[int, dict[str, Any]]] = []
+    return [(no, obj) for no, _line, obj in jsonl_lines(path)]
+
+
+def jsonl_lines(path: Path) -> list[tuple[int, bytes, dict[str, Any]]]:
+    """Each non-blank line of a JSON-lines file: its number, its bytes as written, its object; a
+    line that is not a JSON object raises BadResults naming file:line."""
+    out: list[tuple[int, bytes, dict[str, Any]]] = []
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -122,7 +128,7 @@ def read_jsonl_numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
             raise BadResults(f"{path}:{no}: not valid JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise BadResults(f"{path}:{no}: expected a JSON object per line")
-        out.append((no, obj))
+        out.append((no, line, obj))
     return out
 
 

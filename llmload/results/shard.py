@@ -12,7 +12,7 @@ import orjson
 from pydantic import ValidationError
 
 from llmload.config.yamlsrc import InputError
-from llmload.report.results import BadResults, load_run_lines, load_summary
+from llmload.report.results import BadResults, jsonl_lines, load_run_lines, load_summary
 from llmload.schema.results_lines import LenientModel, RequestLine
 from llmload.schema.results_model import Summary
 
@@ -104,19 +104,13 @@ def _line_file(path: Path) -> list[tuple[float, bytes]]:
     if not path.is_file():
         return []
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+        rows = jsonl_lines(path)
+    except BadResults as e:
+        raise InputError(str(e)) from None
     out: list[tuple[float, bytes]] = []
-    for no, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise InputError(f"{path}:{no}: not valid JSON ({e})") from None
-        t = obj.get("t", 0.0) if isinstance(obj, dict) else None
+    for no, line, obj in rows:
+        t = obj.get("t", 0.0)
         if not isinstance(t, (int, float)) or isinstance(t, bool):
-            raise InputError(f"{path}:{no}: expected a JSON object with a numeric 't'")
+            raise InputError(f"{path}:{no}: expected a numeric 't'")
         out.append((float(t), line))
     return out
