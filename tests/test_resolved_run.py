@@ -73,3 +73,18 @@ def test_the_plugin_takes_the_scenario_run_validated_and_validates_nothing(tmp_p
     monkeypatch.undo()
     other = load_for_options(opts)
     assert other.load.phases[0] != sc.load.phases[0] and [t.name for t in other.targets] == ["a"]
+
+
+def test_every_shipped_scenario_survives_the_workers_validation() -> None:
+    """A worker validates the payload its master sends (every field, nulls included): a rule that
+    reads a null as given (a length distribution's fields) refused it, and every distributed run
+    waited for workers that never came."""
+    from pathlib import Path
+
+    from llmload.config.scenario import load_scenario
+
+    files = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.yaml"))
+    assert len(files) >= 8
+    for f in files:
+        sc = load_scenario(f)
+        assert scenario_from_payload(scenario_payload(sc), str(f)) == sc, f

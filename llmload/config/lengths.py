@@ -48,7 +48,10 @@ class LengthDist(Spec):
             if getattr(self, k) is None or k not in self.model_fields_set:
                 raise ValueError(f"dist {self.dist} needs `{k}`")
         # a field of another distribution would be ignored (``dist: fixed, mean: 5`` sent the value)
-        foreign = sorted(self.model_fields_set - _FIELDS[self.dist])
+        # (given a value: a scenario sent to a worker holds every field, the others null)
+        foreign = sorted(
+            k for k in self.model_fields_set - _FIELDS[self.dist] if getattr(self, k) is not None
+        )
         if foreign:
             raise ValueError(
                 f"dist {self.dist} takes no `{foreign[0]}` (it takes {', '.join(sorted(_FIELDS[self.dist] - {'dist'}))})"
