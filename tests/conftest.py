@@ -230,6 +230,17 @@ def counted_scenario(
     return path
 
 
+def llmload_report(results: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``llmload report RESULTS``, as a user types it: its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "llmload", "report", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
 def llmload_run(
     scenario: Path, results: Path, *extra: str, env: dict[str, str] | None = None, timeout: float = 180
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:

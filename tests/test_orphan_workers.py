@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +20,7 @@ import httpx
 import pytest
 
 from llmload.base.exitcodes import EXIT_MASTER_LOST
-from tests.conftest import ROOT, counted_scenario
+from tests.conftest import counted_scenario, llmload_report
 from tests.servers import free_port, spawn_llmload, stop_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -80,13 +79,7 @@ def recorded(out: Path) -> set[tuple[str, str, int]]:
 
 
 def check_report_folds_in(out: Path, server: int) -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "llmload", "report", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    r = llmload_report(out, timeout=60)
     assert r.returncode == 3, r.stdout + r.stderr  # incomplete: the master died
     summary = json.loads((out / "summary.json").read_text())
     assert summary["targets"]["t"]["requests"]["sent"] == server

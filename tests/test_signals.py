@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, TOLERANT_CLIENT, counted_scenario
+from tests.conftest import ROOT, TOLERANT_CLIENT, counted_scenario, llmload_report
 from tests.servers import free_port
 
 STARTED_TIMEOUT_S = 90.0
@@ -234,13 +234,7 @@ def test_sigkill_loses_at_most_an_interval_and_report_rebuilds_the_summary(
     proc.wait(30)
     assert not (out / "summary.json").exists() and (out / "run.json").exists()
     kept = [json.loads(x) for x in req.read_text().splitlines() if x.endswith("}")]
-    r = subprocess.run(
-        [sys.executable, "-m", "llmload", "report", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    r = llmload_report(out)
     assert r.returncode == 3, r.stdout + r.stderr  # not a complete run
     assert "status incomplete" in r.stdout and "Traceback" not in r.stderr
     summary = json.loads((out / "summary.json").read_text())
@@ -344,13 +338,7 @@ def test_sigterm_twice_while_the_results_are_written_finishes_them_and_exits_143
     said = "SIGTERM while writing the results: exit 143"
     assert said in (out / "report.md").read_text() and said in (out / "report.html").read_text()
     assert '<property name="exit_code" value="143"' in (out / "junit.xml").read_text()
-    again = subprocess.run(
-        [sys.executable, "-m", "llmload", "report", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    again = llmload_report(out)
     assert again.returncode == 143, again.stdout + again.stderr  # the run's own code (docs/results.md)
 
 

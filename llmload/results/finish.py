@@ -20,6 +20,7 @@ from llmload.base.exitcodes import EXIT_INVALID, EXIT_OK, EXIT_REPORTS, EXIT_SLO
 from llmload.config.resolved import ResolvedRun
 from llmload.measure.client_health import client_health
 from llmload.measure.clock_offset import disagreement
+from llmload.measure.metrics import TargetStats
 from llmload.measure.runstate import Aggregator
 from llmload.report.judge import judge
 from llmload.report.slo import set_goodput
@@ -104,10 +105,9 @@ def _clocks(summary: Summary, agg: Aggregator) -> None:
         summary.run.client.notes.append(note)
 
 
-def _nothing_measured(agg: Aggregator) -> str | None:
-    """Why the run measured nothing, or None: no request succeeded, or none after the warm-up (every
-    figure of summary.json is that window's)."""
-    window = agg.window(exclude_warmup=False)
+def _nothing_measured(agg: Aggregator, window: dict[str, TargetStats]) -> str | None:
+    """Why the run measured nothing, or None: no request succeeded in ``window`` (the whole run), or
+    none after the warm-up (every figure of summary.json is that window's)."""
     ok_total = sum(st.ok for st in window.values())
     if ok_total == 0:
         return f"no request succeeded ({sum(st.requests for st in window.values())} sent)"
@@ -131,7 +131,7 @@ def _judge(
     if health.unreliable:
         reasons.extend(health.unreliable_reasons)
         status, code = "invalid", EXIT_INVALID
-    empty = _nothing_measured(agg)
+    empty = _nothing_measured(agg, window)
     if empty is not None:
         reasons.append(empty)
         status, code = "invalid", EXIT_INVALID
