@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo check test test-engines seed-real bench lint venv system-deps engines clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py llmload/client/_chunked.c
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'

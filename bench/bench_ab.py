@@ -83,6 +83,13 @@ def main() -> int:
             for k, rev in revs.items():
                 git("worktree", "add", "--detach", str(trees[k]), rev)
                 (trees[k] / ".venv").symlink_to(ROOT / ".venv")
+                if (trees[k] / "setup.py").exists():  # its C reader, built in place (setup.py)
+                    subprocess.run(
+                        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+                        cwd=trees[k],
+                        check=True,
+                        capture_output=True,
+                    )
             print(f"A {revs['A'][:10]}  B {revs['B'][:10]}", flush=True)
             for rate in [int(r) for r in a.rates.split(",")]:
                 pairs = []

@@ -10,7 +10,9 @@ requests of 200 chunks at 20 ms gaps; each client runs in its own process, pinne
 - ``read``: llmload's transport and batch reader with a consumer that does nothing: the event loop,
   the HTTP parser, the stamps (llmload/client/response.py, batch_reader.py);
 - ``client``: the stream client as a run calls it (``stream_request``: SSE, JSON, the request's
-  state and record).
+  state and record);
+- ``read_py`` and ``client_py``: the same two with the chunked framing read in Python, as before the
+  C reader (llmload/client/chunked_reader.py; the transport's ``framing_in_c=False``).
 
 A whole ``llmload run`` adds Locust, the live windows and the reports: bench_fullrun.py. CPU is the
 client process's own (user and system apart), over ``--seconds`` after ``--settle``; chunks are counted
@@ -39,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from clientcpu import CHUNKS, PER_STREAM, quiet, sent, sse_server  # noqa: E402
 
-MODES = ("floor", "read", "client")
+MODES = ("floor", "read", "client", "read_py", "client_py")
 SO_TIMESTAMPNS = 35  # llmload/client/stamped_socket.py
 SPEC = {"mode": "timed", "n": CHUNKS, "first_ms": 0, "interval_ms": 1000 / PER_STREAM}
 
@@ -123,11 +125,15 @@ def gevent_client(mode: str, port: int, streams: int, seconds: float, settle: fl
         api="chat", model="m", prompt="hi", max_tokens=CHUNKS, extra_body={"llmload_test": SPEC}
     )
 
+    in_c = not mode.endswith("_py")
+
     def user(i: int) -> None:
-        tr = GeventTransport(f"http://127.0.0.1:{port}", read_timeout_s=60.0, kernel_stamps=True)
+        tr = GeventTransport(
+            f"http://127.0.0.1:{port}", read_timeout_s=60.0, kernel_stamps=True, framing_in_c=in_c
+        )
         gevent.sleep(i / PER_STREAM / streams)
         while True:
-            if mode == "client":
+            if mode.startswith("client"):
                 stream_request(tr, req, RequestRecord(target="t"))
             else:
                 r = tr.send("POST", "/v1/chat/completions", {"Content-Type": "application/json"}, b)
@@ -176,7 +182,7 @@ def main() -> int:
                 rows.append(r)
                 print(json.dumps(r), flush=True)
     print(f"\n{a.streams} streams, CPU per chunk of one client core (medians of {a.repeats})")
-    print("mode    | chunks/s | user us | system us | us per chunk")
+    print("mode      | chunks/s | user us | system us | us per chunk")
     total = {}
     for mode in MODES:
         mine = [r for r in rows if r["mode"] == mode]
@@ -184,11 +190,15 @@ def main() -> int:
         system = statistics.median(r["system_us"] for r in mine)
         total[mode] = user + system
         rate = statistics.median(r["chunks_per_s"] for r in mine)
-        print(f"{mode:<7} | {rate:>8,.0f} | {user:>7.1f} | {system:>9.1f} | {user + system:>12.1f}")
+        print(f"{mode:<9} | {rate:>8,.0f} | {user:>7.1f} | {system:>9.1f} | {user + system:>12.1f}")
     print(
         f"the read path / the floor: {total['read'] / total['floor']:.2f}; the stream client / the floor:"
         f" {total['client'] / total['floor']:.2f} (the interpreter's work above the floor:"
         f" {total['client'] - total['floor']:.1f} us per chunk)"
+    )
+    print(
+        f"the framing in C / in Python: the read path {total['read'] / total['read_py']:.2f}, the stream"
+        f" client {total['client'] / total['client_py']:.2f}"
     )
     return 0
 

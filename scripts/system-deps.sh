@@ -15,6 +15,10 @@ command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
+# a C compiler and Python's headers: the batch reader's reads in C (setup.py, llmload/client/_chunked.c)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  2>/dev/null || need+=(python3-dev)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -38,6 +38,7 @@ from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
 from llmload.base.hub_local import per_hub
+from llmload.client import chunked_reader
 from llmload.client.failures import ConnectFailed
 
 OnBlock = Callable[[float, bytes], bool]  # (the read's stamp, body bytes) -> stop reading
@@ -50,6 +51,10 @@ class Ready(Protocol):
     def read_ready(self, on_block: OnBlock) -> bool | None:
         """One read of a socket the reader found ready: True when the body ended, False when
         ``on_block`` asked to stop, None while more is to come (response.GeventResponse)."""
+        ...
+
+    def took_read(self, on_block: OnBlock, read: chunked_reader.Read) -> bool | None:
+        """The same for a read made in C (llmload/client/chunked_reader.py)."""
         ...
 
 
@@ -68,6 +73,7 @@ class BatchReader:
     def __init__(self) -> None:
         self._epoll: Any = get_original("select", "epoll")()
         self._streams: dict[int, _Stream] = {}
+        self._decoders: dict[int, Any] = {}  # the streams read in C, by socket (chunked_reader.py)
         self._greenlet: gevent.Greenlet | None = None
         self.reads = 0  # reads the loop made (tests/test_batch_reader.py: every body read is one)
 
@@ -76,11 +82,13 @@ class BatchReader:
         """This thread's reader (one per gevent hub), made at its first stream."""
         return per_hub("llmload_batch_reader", cls)
 
-    def follow(self, resp: Ready, fd: int, on_block: OnBlock) -> bool:
+    def follow(self, resp: Ready, fd: int, on_block: OnBlock, decoder: Any = None) -> bool:
         """Read ``fd`` (``resp``'s socket) until its body ends (True) or ``on_block`` stops (False);
         the read's TimedOut or ConnectFailed, or anything ``on_block`` raised, is raised here."""
         stream = _Stream(resp, on_block)
         self._streams[fd] = stream
+        if decoder is not None:
+            self._decoders[fd] = decoder
         self._epoll.register(fd, _EPOLLIN)
         if self._greenlet is None or self._greenlet.dead:
             self._greenlet = gevent.spawn(self._loop)
@@ -95,7 +103,7 @@ class BatchReader:
         """Read the streams that are ready now, in the calling greenlet (a batch is the same work in
         any greenlet: none switches within one)."""
         if self._streams:
-            self._read(self._epoll.poll(0))
+            self._poll()
 
     def _loop(self) -> None:
         hub = gevent.get_hub()
@@ -104,7 +112,7 @@ class BatchReader:
         try:
             while streams:
                 hub.wait(watcher)
-                self._read(self._epoll.poll(0))
+                self._poll()
         finally:
             watcher.close()
             self._greenlet = None
@@ -112,30 +120,36 @@ class BatchReader:
                 self._end(fd, stream)
                 stream.result.set_exception(ConnectFailed("the batch reader stopped (the process is ending)"))
 
-    def _read(self, ready: list[tuple[int, int]]) -> None:
-        """One read of each ready stream, handed on; a stream that ended or failed gets its result."""
+    def _poll(self) -> None:
+        """One read of each ready stream, handed on (in C where its body's framing is: chunked_reader.py);
+        a stream that ended or failed gets its result."""
         streams = self._streams
-        for fd, _events in ready:
+        reads = chunked_reader.poll(self._epoll, self._decoders) if self._decoders else self._epoll.poll(0)
+        for read in reads:
             # a stream whose result is set has left ``streams`` (``_end``, ``follow``), and no
             # greenlet runs within a batch to add one: the lookup is the only check needed
-            stream = streams.get(fd)
+            stream = streams.get(read[0])
             if stream is None:
                 continue
             self.reads += 1
             try:
-                ended = stream.resp.read_ready(stream.on_block)
+                if len(read) == 2 or read[4] == chunked_reader.FOREIGN:  # (fd, events): read in Python
+                    ended = stream.resp.read_ready(stream.on_block)
+                else:
+                    ended = stream.resp.took_read(stream.on_block, read)
             except Exception as e:  # noqa: BLE001 - the request's greenlet raises it
-                self._end(fd, stream)
+                self._end(read[0], stream)
                 stream.result.set_exception(e)
                 continue
             if ended is not None:
-                self._end(fd, stream)
+                self._end(read[0], stream)
                 stream.result.set(ended)
 
     def _end(self, fd: int, stream: _Stream) -> None:
         """Stop watching a stream whose result is set (its greenlet runs later), or whose greenlet left."""
         if self._streams.get(fd) is stream:
             del self._streams[fd]
+            self._decoders.pop(fd, None)
             try:
                 self._epoll.unregister(fd)
             except OSError:  # closed meanwhile: the kernel dropped it from the set

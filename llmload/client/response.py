@@ -25,16 +25,19 @@ token (the headers and a long prefill), the read timeout after it (silence betwe
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import gevent
 import gevent.socket
 from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
+from llmload.client import chunked_reader
 from llmload.client.batch_reader import BatchReader, OnBlock
 from llmload.client.failures import ConnectFailed, TimedOut, parse_retry_after
 from llmload.client.stamped_socket import RECV_ANCILLARY, StampedSocket, kernel_delay
@@ -83,6 +86,7 @@ class GeventResponse:
         # when the kernel sent the request's last byte (the client's monotonic clock), where the
         # connection stamps its sends (stamped_socket.py); None: the request's start stays user-space
         self.sent_at: float | None = None
+        self.decoder: Any = None  # the body's chunked framing, read in C (chunked_reader.py), or None
 
     @property
     def retry_after_s(self) -> float | None:
@@ -133,7 +137,30 @@ class GeventResponse:
         if self._resp.message_complete:
             return True
         with self._watched():
-            return self.reader.follow(self, sock.fileno(), on_block)
+            return self.reader.follow(self, sock.fileno(), on_block, self.decoder)
+
+    def took_read(self, on_block: OnBlock, read: chunked_reader.Read) -> bool | None:
+        """A read the C reader made (chunked_reader.py), handed on as ``read_ready`` hands its own."""
+        _fd, t, delay, body, code = read
+        self.last_read = t
+        if self.timed_out:
+            raise TimedOut(self._silence())
+        if code == chunked_reader.END:  # the connection goes back to the pool, whatever on_block says
+            self._resp.message_complete = True
+        elif code == chunked_reader.AGAIN:
+            sock = self._resp._sock
+            if isinstance(sock, StampedSocket) and sock.send_stamps:
+                sock.take_send_stamps()
+            return None
+        elif code == chunked_reader.EOF:
+            raise ConnectFailed("connection closed by the server before the body ended")
+        elif code == chunked_reader.BAD:
+            raise ConnectFailed("bad HTTP framing: not a chunked body")
+        elif code < 0:
+            raise self._failed(OSError(-code, os.strerror(-code)))
+        if body and on_block(self._stamped(t, delay if delay >= 0.0 else None), body):
+            return False
+        return True if code == chunked_reader.END else None
 
     def read_ready(self, on_block: OnBlock) -> bool | None:
         """One read of a socket the batch reader found ready, handed on: True when the body ended,

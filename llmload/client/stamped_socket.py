@@ -87,6 +87,9 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
     sent = 0  # bytes sent on this connection: the next send stamp's key is sent - 1
     # when the kernel sent the last byte given to sendall, on the monotonic clock (None: no stamp)
     sent_at: float | None = None
+    split_headers = False  # each response's headers are read apart from its body (``_recv_headers``)
+    headers_pending = False  # a request was sent and its response's headers are not all read yet
+    _tail = b""  # the last bytes of the headers read so far (their end may span two reads)
 
     def _enable_send_stamps(self) -> None:
         """Ask the kernel to stamp each send, in the first form it takes (it refuses OPT_ID on a TCP
@@ -104,6 +107,7 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
         if self.want_send_stamps:
             self._enable_send_stamps()
         self.sent_at = None
+        self.headers_pending, self._tail = self.split_headers, b""
         super().sendall(data, flags)
         self.sent += len(data)
         if self.send_stamps:
@@ -150,6 +154,8 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
             self._wait(self._read_event)
         while True:
             try:
+                if self.headers_pending:
+                    bufsize = self._headers_left(bufsize)
                 data, ancillary, _flags, _addr = self._sock.recvmsg(bufsize, RECV_ANCILLARY, flags)
                 break
             except BlockingIOError:
@@ -160,6 +166,19 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
                 self._wait(self._read_event)
         self._stamp_read(ancillary)
         return data
+
+    def _headers_left(self, bufsize: int) -> int:
+        """How much of what waits in the socket is still the response's headers: up to their end (a
+        blank line), or all of it. The body's first byte is then the first a body reader reads, at a
+        frame's start (llmload/client/chunked_reader.py). One peek a response."""
+        peek: bytes = self._sock.recv(bufsize, socket.MSG_PEEK)  # BlockingIOError: nothing yet, as a read
+        seen = self._tail + peek
+        end = seen.find(b"\r\n\r\n")
+        if end < 0:
+            self._tail = seen[-3:]
+            return len(peek) or bufsize
+        self._tail = b""
+        return end + 4 - (len(seen) - len(peek))
 
     def _stamp_read(self, ancillary: list[tuple[int, int, bytes]]) -> None:
         wall = time.time()  # first, then the monotonic clock: a pause between them only makes it late

@@ -7,7 +7,8 @@ import.
 
 Plain-HTTP targets on Linux get sockets that ask the kernel for receive and send stamps
 (llmload/client/stamped_socket.py), and their bodies are read by the process's batch reader
-(llmload/client/batch_reader.py) unless ``batched=False`` (``client.reader: greenlet``). TLS targets
+(llmload/client/batch_reader.py) unless ``batched=False`` (``client.reader: greenlet``), their
+chunked framing in C (llmload/client/chunked_reader.py) unless ``framing_in_c=False``. TLS targets
 and other systems keep user-space stamps and a greenlet per stream. Waiting for the response headers
 keeps one ``gevent.Timeout`` per request.
 
@@ -33,7 +34,7 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from geventhttpclient.url import URL
 
-from llmload.client import batch_reader
+from llmload.client import batch_reader, chunked_reader
 from llmload.client.batch_reader import BatchReader
 from llmload.client.failures import ConnectFailed, TimedOut
 from llmload.client.response import TIMEOUTS, GeventResponse
@@ -60,6 +61,7 @@ class GeventTransport:
         kernel_stamps: bool = True,
         send_stamps: bool = True,
         batched: bool = True,
+        framing_in_c: bool = True,
         idle_reuse_s: float | None = IDLE_REUSE_S,
     ) -> None:
         url = URL(base_url)
@@ -90,6 +92,8 @@ class GeventTransport:
         self.first_byte_timeout = first_byte_timeout_s if first_byte_timeout_s is not None else read_timeout_s
         self._block = block_size
         self._send_stamps = send_stamps  # False: requests start on the client's clock (bench_stream compares)
+        # chunked bodies read in C (chunked_reader.py); False: in Python (bench_readpath.py compares)
+        self._framing_in_c = self._batched and framing_in_c and chunked_reader.AVAILABLE
 
     def send(self, method: str, path: str, headers: dict[str, str], body: bytes) -> GeventResponse:
         reader = BatchReader.of_hub() if self._batched else None  # this thread's, before and after the wait
@@ -116,6 +120,10 @@ class GeventTransport:
             resp, self._block, self.read_timeout, self.first_byte_timeout, self.stamps, reader
         )
         sock = resp._sock  # None when the whole response came with the headers (released): not counted
+        if isinstance(sock, StampedSocket):
+            sock.headers_pending = False
+            if sock.split_headers and reader is not None:
+                out.decoder = chunked_reader.decoder_for(resp)
         if isinstance(sock, StampedSocket) and sock.send_stamps:
             if sock.sent_at is None:  # not there at the send (a device that stamps late): read again,
                 sock.take_send_stamps()  # now the headers came, every byte of the request was sent
@@ -135,6 +143,7 @@ class GeventTransport:
         except OSError:
             self.stamps.source, self.stamps.refused = "user", True
             return sock
+        sock.split_headers = self._framing_in_c  # the body's first byte is the C reader's (chunked_reader.py)
         sock.want_send_stamps = self._send_stamps  # refused: its requests' starts stay user-space (counted)
         return sock
 
