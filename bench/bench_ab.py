@@ -30,6 +30,16 @@ ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("us_per_chunk", "coalesced_percent")  # the cost, and the exactness it may trade away
 
 
+# setup.py's extension built in place, without pyproject.toml (this venv's setuptools may be older
+# than the one pip builds the install with)
+BUILD_C = """
+from setuptools import Distribution, Extension
+d = Distribution({"ext_modules": [Extension("llmload.client._chunked", ["llmload/client/_chunked.c"])]})
+d.get_command_obj("build_ext").inplace = True
+d.run_command("build_ext")
+"""
+
+
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
 
@@ -83,12 +93,9 @@ def main() -> int:
             for k, rev in revs.items():
                 git("worktree", "add", "--detach", str(trees[k]), rev)
                 (trees[k] / ".venv").symlink_to(ROOT / ".venv")
-                if (trees[k] / "setup.py").exists():  # its C reader, built in place (setup.py)
+                if (trees[k] / "llmload/client/_chunked.c").exists():  # its C reader, built in place
                     subprocess.run(
-                        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-                        cwd=trees[k],
-                        check=True,
-                        capture_output=True,
+                        [sys.executable, "-c", BUILD_C], cwd=trees[k], check=True, capture_output=True
                     )
             print(f"A {revs['A'][:10]}  B {revs['B'][:10]}", flush=True)
             for rate in [int(r) for r in a.rates.split(",")]:

@@ -112,6 +112,8 @@ def _writes(script: str) -> list[bytes]:
         return [HEAD] + [wire[i : i + 37] for i in range(0, len(wire), 37)]
     if script == "no chunked framing":
         return [HEAD, chunks[0], b"zz\r\n" + chunks[1]]
+    if script == "the end apart":  # the body's end written by the test, after the client read [DONE]
+        return [HEAD, *chunks[:-2], chunks[-2] + chunks[-1][: -len(b"0\r\n\r\n")]]
     assert script == "not chunked"
     body = b"".join(EVENTS)
     return [HEAD.replace(b"Transfer-Encoding: chunked", b"Content-Length: %d" % len(body)), body]
@@ -125,6 +127,7 @@ class Scripted:
 
     def handle(self, sock: gevent.socket.socket, _addr: object) -> None:
         self.connections += 1
+        self.sock = sock
         with sock:
             buf = b""
             while True:
@@ -218,3 +221,29 @@ def test_every_cut_of_the_bytes_reads_alike_in_c_and_in_python(
         assert c_polls == 0  # a Content-Length body is read in Python
     else:
         assert c_polls > 0
+
+
+@pytest.mark.parametrize("scripted", ["the end apart"], indirect=True)
+@pytest.mark.parametrize("in_c", [True, False])
+def test_a_bodys_end_written_after_done_keeps_the_connection(
+    scripted: tuple[Scripted, str], in_c: bool
+) -> None:
+    # uvicorn writes a stream's end apart from its [DONE], just after; the client stops reading at
+    # [DONE]. Here the end is written once the client has read the last token (its progress call, in
+    # the read that brought [DONE]): closing the response finds it waiting, and keeps the connection.
+    handler, url = scripted
+    tr = GeventTransport(url, framing_in_c=in_c, read_timeout_s=10)
+    req = build_request(api="chat", model="m", prompt="hi", max_tokens=TOKENS)
+    seen = [0]
+
+    def progress(n: int) -> None:
+        seen[0] += n
+        if seen[0] % TOKENS == 0:
+            handler.sock.sendall(b"0\r\n\r\n")
+
+    try:
+        recs = [stream_request(tr, req, RequestRecord(target="t"), progress=progress) for _ in range(3)]  # type: ignore[arg-type]
+    finally:
+        tr.close()
+    assert [r.status for r in recs] == ["ok"] * 3 and seen[0] == 3 * TOKENS
+    assert handler.connections == 1

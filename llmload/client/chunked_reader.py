@@ -19,6 +19,7 @@ Python read (response.py); so does a build without a C compiler (``AVAILABLE``).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 try:
@@ -49,3 +50,12 @@ def poll(epoll: Any, decoders: dict[int, Any]) -> list[Read]:
     """Read every socket of ``epoll`` that is ready now, once: the sockets in ``decoders`` in C, the
     others given back as ``FOREIGN`` (their reader reads them)."""
     return _chunked.poll(epoll.fileno(), decoders, BLOCK)
+
+
+def failure(code: int) -> str:
+    """What a read's failing code says (EOF, BAD, -errno): a ConnectFailed's message."""
+    if code == EOF:
+        return "connection closed by the server before the body ended"
+    if code == BAD:
+        return "bad HTTP framing: not a chunked body"
+    return os.strerror(-code) if code < 0 else f"read code {code}"

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import math
 import re
+import socket
 import time
 from email.utils import parsedate_to_datetime
 
+import gevent
 import orjson
 
 from llmload.config.secrets import Masker, clip
+
+TIMEOUTS = (socket.timeout, gevent.Timeout, TimeoutError)  # a read or a wait that timed out
 
 
 class ConnectFailed(Exception):

@@ -1,15 +1,13 @@
 """A streaming response of the hot-path transport: its body read and stamped, read by read.
 
-geventhttpclient parses HTTP (chunked encoding included) in C. Instead of its ``readline`` (which
-loops over 4 KB recvs) or Locust's ``iter_content(1024)`` (which waits for 1 KB and adds 50-80 ms
-to TTFT), each block handed on is whatever one ``recv`` delivered, stamped with the time of that
-read: exact stamps, fewer Python calls per chunk (DESIGN.md).
-
-Two ways to read a body, the same blocks either way:
+Not geventhttpclient's ``readline`` (4 KB recvs in a loop) nor Locust's ``iter_content(1024)`` (which
+waits for 1 KB, 50-80 ms of TTFT): each block handed on is what one read delivered, stamped with
+that read's time (DESIGN.md). Two ways to read a body, the same blocks either way:
 
 * ``consume(on_block)``: on a plain-HTTP socket, the process's batch reader reads it
-  (llmload/client/batch_reader.py: one loop reads every ready stream, no greenlet switch per chunk,
-  ``read_ready`` per read); on a TLS socket, this greenlet (``blocks``);
+  (llmload/client/batch_reader.py: one loop, no greenlet switch per chunk; ``took_read`` per read
+  of a chunked body, read in C by chunked_reader.py, ``read_ready`` for the rest, read here with
+  geventhttpclient's C parser); on a TLS socket, this greenlet (``blocks``);
 * ``blocks()``: an iterator in the request's own greenlet.
 
 Receive stamps: on plain-HTTP targets on Linux each read carries the kernel's receive time
@@ -25,7 +23,6 @@ token (the headers and a long prefill), the read timeout after it (silence betwe
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -39,19 +36,13 @@ from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
 from llmload.client import chunked_reader
 from llmload.client.batch_reader import BatchReader, OnBlock
-from llmload.client.failures import ConnectFailed, TimedOut, parse_retry_after
+from llmload.client.failures import TIMEOUTS, ConnectFailed, TimedOut, parse_retry_after
 from llmload.client.stamped_socket import RECV_ANCILLARY, StampedSocket, kernel_delay
 from llmload.client.watchdog import Watchdog
 from llmload.measure.stamps import FOLD_EVERY, ReadStamps
 
-# The C parser's feed, without geventhttpclient's wrapper (which mends only a HEAD response's body,
-# and a stream is never one)
+# the C parser's feed without geventhttpclient's wrapper (which mends only a HEAD response's body)
 _FEED = HTTPResponseParser.feed
-TIMEOUTS = (
-    socket.timeout,
-    gevent.Timeout,
-    TimeoutError,
-)  # a read or a wait that timed out (transport.py too)
 
 
 class GeventResponse:
@@ -125,8 +116,7 @@ class GeventResponse:
         (False: stopped before the end) or the body ends (True). Plain-HTTP sockets are read by the
         batch reader when the transport has one; the rest in this greenlet (``blocks``)."""
         sock = self._resp._sock
-        plain = sock is not None and (isinstance(sock, StampedSocket) or type(sock) is gevent.socket.socket)
-        if self.reader is None or sock is None or not plain:
+        if self.reader is None or sock is None or not _plain(sock):
             for t, data in self.blocks():
                 if on_block(t, data):
                     return False
@@ -147,17 +137,13 @@ class GeventResponse:
             raise TimedOut(self._silence())
         if code == chunked_reader.END:  # the connection goes back to the pool, whatever on_block says
             self._resp.message_complete = True
-        elif code == chunked_reader.AGAIN:
+        elif code == chunked_reader.AGAIN:  # an error-queue wake-up: send stamps (stamped_socket.py)
             sock = self._resp._sock
             if isinstance(sock, StampedSocket) and sock.send_stamps:
                 sock.take_send_stamps()
             return None
-        elif code == chunked_reader.EOF:
-            raise ConnectFailed("connection closed by the server before the body ended")
-        elif code == chunked_reader.BAD:
-            raise ConnectFailed("bad HTTP framing: not a chunked body")
-        elif code < 0:
-            raise self._failed(OSError(-code, os.strerror(-code)))
+        elif code != chunked_reader.MORE:
+            raise ConnectFailed(chunked_reader.failure(code))
         if body and on_block(self._stamped(t, delay if delay >= 0.0 else None), body):
             return False
         return True if code == chunked_reader.END else None
@@ -170,10 +156,9 @@ class GeventResponse:
         sock = resp._sock
         if sock is None:
             return True
-        # The read and its stamp in this frame, the hand-off in ``_took``: through the socket's own
-        # stamped read (two calls more) and a histogram's record per read (three), 2-3 us a chunk more
-        # (200 streams, 10,000 chunks/s, one core, 3 runs each: reading only 31.9 against 29.6, the
-        # stream client too 39.8 against 36.2; 2026-12-07)
+        # The read and its stamp in this frame: through the socket's stamped read (two calls more) and
+        # a histogram's record per read (three), 2-3 us a chunk more (200 streams, 10,000 chunks/s:
+        # reading only 31.9 against 29.6, the stream client too 39.8 against 36.2; 2026-12-07)
         stamped = isinstance(sock, StampedSocket)
         try:
             if stamped:
@@ -313,6 +298,30 @@ class GeventResponse:
         self._stamp, self._kernel_stamped = stamp, by_kernel
         return stamp
 
+    def _end_if_there(self, resp: HTTPSocketPoolResponse) -> None:
+        """The body's end, if it waits in the socket, read without waiting: the stream client stops at
+        [DONE], and a server that writes the end apart (uvicorn, just after) cost the connection when
+        the read came between the two (200 requests to a uvicorn StreamingResponse on loopback, two
+        runs each way, 2026-12-08: 1 and 2 connections without this, 1 and 1 with). Anything else
+        there is the rest of a body not read: the connection goes."""
+        sock = resp._sock
+        if sock is None or self.timed_out or not _plain(sock):
+            return
+        try:
+            data = sock._sock.recv(self._block, socket.MSG_DONTWAIT)
+        except OSError:
+            return
+        if not data:
+            return
+        if self.decoder is not None:
+            if self.decoder.feed(data)[1] == chunked_reader.END:
+                resp.message_complete = True
+            return
+        try:
+            _FEED(resp, data)  # its end sets message_complete (and returns the socket to the pool)
+        except HTTPParseError:
+            pass
+
     def read_body(self, limit: int = 65536) -> bytes:
         out = bytearray()
         for _, data in self.blocks():
@@ -323,6 +332,8 @@ class GeventResponse:
 
     def close(self, complete: bool) -> None:
         resp = self._resp
+        if not resp.message_complete:
+            self._end_if_there(resp)
         if resp.message_complete:
             resp.release()
             return
@@ -332,3 +343,8 @@ class GeventResponse:
         resp._pool = None
         if pool is not None and sock is not None:
             pool.release_socket(sock)
+
+
+def _plain(sock: object) -> bool:
+    """A plain-HTTP socket, its bytes all the kernel's (a TLS socket holds decrypted bytes of its own)."""
+    return isinstance(sock, StampedSocket) or type(sock) is gevent.socket.socket

@@ -36,8 +36,8 @@ from geventhttpclient.url import URL
 
 from llmload.client import batch_reader, chunked_reader
 from llmload.client.batch_reader import BatchReader
-from llmload.client.failures import ConnectFailed, TimedOut
-from llmload.client.response import TIMEOUTS, GeventResponse
+from llmload.client.failures import TIMEOUTS, ConnectFailed, TimedOut
+from llmload.client.response import GeventResponse
 from llmload.client.stamped_socket import KERNEL_STAMPS, SO_TIMESTAMPNS, StampedSocket
 from llmload.measure.stamps import ReadStamps
 
