@@ -16,8 +16,8 @@ requests of 200 chunks at 20 ms gaps; each client runs in its own process, pinne
 
 A whole ``llmload run`` adds Locust, the live windows and the reports: bench_fullrun.py. CPU is the
 client process's own (user and system apart), over ``--seconds`` after ``--settle``; chunks are counted
-by the server. The gap between ``floor`` and ``client`` is the per-chunk work a reader in C would take
-out of the interpreter (less its own cost; the floor's one Python call a read would go too).
+by the server. ``read`` under ``floor`` is possible: its reads are in C, the floor's a Python call
+each; ``client`` over ``read`` is the stream client's own work (SSE, JSON, the request's state).
 
     python bench/bench_readpath.py [--streams 400] [--seconds 6] [--repeats 2]
 """

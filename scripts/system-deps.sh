@@ -3,7 +3,8 @@
 # InfluxDB 1.x and VictoriaMetrics (telemetry tests), Chromium + driver (browser tests),
 # docker-compose 1.x and shellcheck (offline compose and entry-script validation), iproute2 (network
 # namespaces: a worker host whose link a test cuts), openssl (a self-signed certificate for a TLS
-# target), faketime (a worker whose wall clock is off: tests/test_clocks.py). Safe to run repeatedly.
+# target), faketime (a worker whose wall clock is off: tests/test_clocks.py), gcc and Python's headers
+# (the batch reader's reads in C, built at install: setup.py). Safe to run repeatedly.
 set -euo pipefail
 need=()
 command -v influxd >/dev/null 2>&1 || need+=(influxdb)
