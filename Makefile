@@ -65,4 +65,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .venv-vllm .venv-aphrodite .venv-aiperf results .pytest_cache .ruff_cache test-artifacts
+	rm -rf $(VENV) .venv-vllm .venv-aphrodite .venv-aiperf results .pytest_cache .ruff_cache test-artifacts build llmload/client/_chunked*.so
