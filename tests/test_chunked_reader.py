@@ -17,7 +17,6 @@ from typing import Any
 
 import gevent
 import pytest
-from gevent.server import StreamServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from llmload.client import _chunked, chunked_reader
 from llmload.client.openai_stream import build_request, stream_request
 from llmload.client.transport import GeventTransport
 from llmload.measure.records import RequestRecord
+from tests.http_wire import requests, serving
 
 TOKENS = 6
 
@@ -129,26 +129,7 @@ class Scripted:
         self.connections += 1
         self.sock = sock
         with sock:
-            buf = b""
-            while True:
-                data = sock.recv(65536)
-                if not data:
-                    return
-                buf += data
-                head, sep, rest = buf.partition(b"\r\n\r\n")
-                if not sep:
-                    continue
-                length = next(
-                    (
-                        int(x.split(b":")[1])
-                        for x in head.split(b"\r\n")
-                        if x.lower().startswith(b"content-length")
-                    ),
-                    0,
-                )
-                if len(rest) < length:
-                    continue
-                buf = rest[length:]
+            for _request in requests(sock):
                 try:
                     for w in _writes(self.script):
                         sock.sendall(w)
@@ -162,12 +143,8 @@ class Scripted:
 @pytest.fixture
 def scripted(request: pytest.FixtureRequest) -> Iterator[tuple[Scripted, str]]:
     handler = Scripted(request.param)
-    server = StreamServer(("127.0.0.1", 0), handler.handle)
-    server.start()
-    try:
-        yield handler, f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.stop(timeout=2)
+    with serving(handler.handle) as url:
+        yield handler, url
 
 
 SCRIPTS = [

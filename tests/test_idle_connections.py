@@ -16,11 +16,11 @@ from collections.abc import Iterator
 
 import gevent
 import pytest
-from gevent.server import StreamServer
 
 from llmload.client.openai_stream import build_request, stream_request
 from llmload.client.transport import GeventTransport
 from llmload.measure.records import RequestRecord
+from tests.http_wire import requests, serving
 
 KEEP_ALIVE_S = 1.0  # the server's keep-alive, its timer run late (uvicorn's 5 s)
 IDLE_REUSE_S = 0.5  # the transport's limit under it (llmload's 3 s)
@@ -47,49 +47,30 @@ class LateKeepAlive:
 
     def handle(self, sock: gevent.socket.socket, _addr: object) -> None:
         self.connections += 1
-        idle_from = gevent.get_hub().loop.now()
-        buf = b""
+        idle_from = [gevent.get_hub().loop.now()]
+
+        def before_read(pending: bool) -> bool:
+            gevent.socket.wait_read(sock.fileno())
+            if not sock.recv(1, socket.MSG_PEEK):
+                return False  # the client closed it
+            if not pending and gevent.get_hub().loop.now() - idle_from[0] >= KEEP_ALIVE_S:
+                self.dropped += 1  # the keep-alive timer fired first: the request is never read
+                return False
+            return True
+
         with sock:
-            while True:
-                gevent.socket.wait_read(sock.fileno())
-                if not sock.recv(1, socket.MSG_PEEK):
-                    return  # the client closed it
-                if not buf and gevent.get_hub().loop.now() - idle_from >= KEEP_ALIVE_S:
-                    self.dropped += 1  # the keep-alive timer fired first: the request is never read
-                    return
-                data = sock.recv(65536)
-                if not data:
-                    return
-                buf += data
-                head, sep, rest = buf.partition(b"\r\n\r\n")
-                if not sep:
-                    continue
-                length = next(
-                    (
-                        int(x.split(b":")[1])
-                        for x in head.split(b"\r\n")
-                        if x.lower().startswith(b"content-length")
-                    ),
-                    0,
-                )
-                if len(rest) < length:
-                    continue
-                buf = rest[length:]
+            for _request in requests(sock, before_read):
                 sock.sendall(_answer())
                 self.answered += 1
                 gevent.get_hub().loop.update_now()
-                idle_from = gevent.get_hub().loop.now()
+                idle_from[0] = gevent.get_hub().loop.now()
 
 
 @pytest.fixture
 def server() -> Iterator[tuple[LateKeepAlive, str]]:
     srv = LateKeepAlive()
-    stream = StreamServer(("127.0.0.1", 0), srv.handle)
-    stream.start()
-    try:
-        yield srv, f"http://127.0.0.1:{stream.server_port}"
-    finally:
-        stream.stop(timeout=1)
+    with serving(srv.handle) as url:
+        yield srv, url
 
 
 def _requests(base: str, idle_reuse_s: float | None, gaps: list[float]) -> list[RequestRecord]:
