@@ -8,7 +8,9 @@ its kernel receive stamp (SO_TIMESTAMPNS, as stamped_socket.py asks), takes the 
 framing off and returns, for each, the read's monotonic time, its client delay and the body bytes
 it completed; Python hands them to the stream's consumer (``GeventResponse.took_read``).
 bench_readpath.py, 2026-12-08, one client core, medians of 2: the stream client at 10,000 chunks/s
-39.4 -> 32.2 us a chunk (user 28.7 -> 22.1), at 25,000 28.4 -> 20.6 (user 19.6 -> 13.8).
+39.4 -> 32.2 us a chunk (user 28.7 -> 22.1), at 25,000 28.4 -> 20.6 (separate runs) and 27.4 -> 24.0
+(in one run); a whole ``llmload run`` (bench_ab.py) 34.8 -> 28.6 and 40.8 -> 29.8, and its reads
+coalesced 4.1% -> 0.02% at 25,000 (docs/development.md, Benchmarks).
 
 The C reader takes a body from its first byte: the connection's socket reads each response's headers
 alone (``StampedSocket.split_headers``: one peek a response finds their end), so geventhttpclient's

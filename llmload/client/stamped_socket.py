@@ -15,6 +15,9 @@ on the socket itself, in one frame (``read_ready`` in llmload/client/response.py
 TLS targets (no recvmsg on an SSL socket) and other systems keep the user-space stamp, counted apart
 (llmload/measure/stamps.py).
 
+Where the body is read in C (llmload/client/chunked_reader.py), each response's headers are read
+alone (``split_headers``): the C reader then takes the body from its first byte.
+
 Its sends are stamped too (``SO_TIMESTAMPING``, software send stamps from the error queue): after each
 ``sendall``, ``sent_at`` is when the kernel sent its last byte, so a request starts at its send and
 not at the client's decision to send it (llmload/client/openai_stream.py).
@@ -87,7 +90,7 @@ class StampedSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent ships
     sent = 0  # bytes sent on this connection: the next send stamp's key is sent - 1
     # when the kernel sent the last byte given to sendall, on the monotonic clock (None: no stamp)
     sent_at: float | None = None
-    split_headers = False  # each response's headers are read apart from its body (``_recv_headers``)
+    split_headers = False  # each response's headers are read apart from its body (``_headers_left``)
     headers_pending = False  # a request was sent and its response's headers are not all read yet
     _tail = b""  # the last bytes of the headers read so far (their end may span two reads)
 

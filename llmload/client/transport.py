@@ -121,13 +121,13 @@ class GeventTransport:
         )
         sock = resp._sock  # None when the whole response came with the headers (released): not counted
         if isinstance(sock, StampedSocket):
-            sock.headers_pending = False
+            sock.headers_pending = False  # the headers were read: the body's reads take what comes
             if sock.split_headers and reader is not None:
                 out.decoder = chunked_reader.decoder_for(resp)
-        if isinstance(sock, StampedSocket) and sock.send_stamps:
-            if sock.sent_at is None:  # not there at the send (a device that stamps late): read again,
-                sock.take_send_stamps()  # now the headers came, every byte of the request was sent
-            out.sent_at = sock.sent_at
+            if sock.send_stamps:
+                if sock.sent_at is None:  # not there at the send (a device that stamps late): read again,
+                    sock.take_send_stamps()  # now the headers came, every byte of the request was sent
+                out.sent_at = sock.sent_at
         if out.sent_at is not None:
             self.stamps.kernel_sends += 1
         elif sock is not None:
