@@ -10,7 +10,6 @@ reused: the C reader ended its body where the parser would have.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
@@ -20,19 +19,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmload.client import _chunked, chunked_reader
+from llmload.client import chunked_reader
 from llmload.client.openai_stream import build_request, stream_request
 from llmload.client.transport import GeventTransport
 from llmload.measure.records import RequestRecord
 from tests.http_wire import requests, serving
+from tests.required import require
 
 TOKENS = 6
 
 
-def test_the_c_reader_is_built_in_ci_and_its_codes_are_the_modules() -> None:
-    if os.environ.get("CI") == "true":  # a missing compiler fails here, not as a slower run
-        assert chunked_reader.AVAILABLE
-    codes = (_chunked.MORE, _chunked.END, _chunked.EOF_, _chunked.AGAIN, _chunked.BAD, _chunked.FOREIGN)
+@pytest.fixture(scope="module")
+def c() -> Any:
+    """The C reader's module (built at install by setup.py; a missing build fails here in CI)."""
+    return require(chunked_reader._chunked, "the C reader was not built (no C compiler at install: setup.py)")
+
+
+def test_the_c_readers_codes_are_the_modules(c: Any) -> None:
+    codes = (c.MORE, c.END, c.EOF_, c.AGAIN, c.BAD, c.FOREIGN)
     assert codes == (
         chunked_reader.MORE,
         chunked_reader.END,
@@ -56,26 +60,26 @@ def _framed(pieces: list[bytes], ext: bool, trailer: bool) -> bytes:
     trailer=st.booleans(),
 )
 def test_any_split_of_a_chunked_body_gives_the_body_and_one_end(
-    pieces: list[bytes], cuts: list[int], ext: bool, trailer: bool
+    c: Any, pieces: list[bytes], cuts: list[int], ext: bool, trailer: bool
 ) -> None:
     wire = _framed(pieces, ext, trailer)
     bounds = sorted({0, len(wire), *(c % (len(wire) + 1) for c in cuts)})
-    d = _chunked.Decoder()
+    d = c.Decoder()
     body, codes = b"", []
     for a, b in pairwise(bounds):
         got, code = d.feed(wire[a:b])
         body += got
         codes.append(code)
     assert body == b"".join(pieces)
-    assert codes[-1] == _chunked.END and _chunked.END not in codes[:-1] and d.ended
+    assert codes[-1] == c.END and c.END not in codes[:-1] and d.ended
 
 
 @pytest.mark.parametrize(
     "wire",
     [b"zz\r\n", b"3\r\nabcX", b"3\r\nabc\r\nq", b"3x\r\n", b"\r\n", b"0\r\n\r\nmore", b"1" * 16 + b"\r\n"],
 )
-def test_what_is_no_chunked_framing_is_refused(wire: bytes) -> None:
-    assert _chunked.Decoder().feed(wire)[1] == _chunked.BAD
+def test_what_is_no_chunked_framing_is_refused(c: Any, wire: bytes) -> None:
+    assert c.Decoder().feed(wire)[1] == c.BAD
 
 
 def _event(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -177,7 +181,7 @@ def _run(url: str, in_c: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Re
 
 @pytest.mark.parametrize("scripted", SCRIPTS, indirect=True)
 def test_every_cut_of_the_bytes_reads_alike_in_c_and_in_python(
-    scripted: tuple[Scripted, str], monkeypatch: pytest.MonkeyPatch
+    c: Any, scripted: tuple[Scripted, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     handler, url = scripted
     in_c, c_polls = _run(url, True, monkeypatch)
