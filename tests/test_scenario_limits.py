@@ -192,6 +192,26 @@ def test_a_boolean_is_no_number(tmp_path: Path, edit: tuple[str, str], where: st
     refused(tmp_path, GOOD.replace(*edit), where, f"expected a number, got {word}")
 
 
+@pytest.mark.parametrize(
+    ("edit", "where", "got"),
+    [
+        (
+            ("  input_tokens: 64\n", "  input_tokens: 64\n  ignore_eos: 1\n"),
+            "FILE:11: workload.ignore_eos: ",
+            "1",
+        ),
+        (
+            ("  warmup: 5s\n", "  warmup: 5s\n  stop_on_slo_miss: 'no'\n"),
+            "FILE:16: load.stop_on_slo_miss: ",
+            "'no'",
+        ),
+    ],
+)
+def test_a_yes_or_no_is_true_or_false(tmp_path: Path, edit: tuple[str, str], where: str, got: str) -> None:
+    # pydantic's lax mode read 1 and "no" as booleans: ignore_eos: 1 was true
+    refused(tmp_path, GOOD.replace(*edit), where, f"expected true or false, got {got}")
+
+
 def test_a_boolean_from_set_is_no_number(tmp_path: Path) -> None:
     refused(tmp_path, GOOD, "--set load.users=True: ", "expected a number, got true", ("load.users=true",))
 

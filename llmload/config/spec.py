@@ -1,9 +1,12 @@
-"""``Spec``, the base of every scenario model: ``Strict`` (llmload/base/strict.py), and a number is a number.
+"""``Spec``, the base of every scenario model: ``Strict`` (llmload/base/strict.py), a number is a number
+and a yes/no is a yes/no.
 
 pydantic's lax mode reads ``true`` as 1 for an int and 1.0 for a float: ``users: true`` ran one user.
 Its strict mode refuses booleans, but also the strings YAML 1.1 leaves some numbers in (``1e3``); this
 refuses a boolean wherever the field takes a number and no boolean (its own, its list's items, its
-mapping's values), for every field of every model at once.
+mapping's values), for every field of every model at once. The other way too: lax mode reads 1, 0 and
+words such as "yes" or "off" as booleans (``ignore_eos: 1`` was true), so a field that takes only a
+boolean takes only YAML's true or false.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ class Spec(Strict):
     def _no_bool_number(cls, data: Any) -> Any:
         # A model validator, not a field validator for "*": pydantic allows no before-validator on a
         # discriminator field (every phase's ``executor``). field_error names the field all the same.
-        if not isinstance(data, dict) or not any(_holds_bool(v) for v in data.values()):
+        if not isinstance(data, dict):
             return data
         for name, field in cls.model_fields.items():
             if name in cls.bool_words:
@@ -36,6 +39,8 @@ class Spec(Strict):
             v = data.get(field.alias or name)
             if _holds_bool(v) and _bool_for_number(field.annotation, v):
                 raise field_error(field.alias or name, f"expected a number, got {_yaml_words(v)}")
+            if v is not None and not isinstance(v, bool) and _only_bool(field.annotation):
+                raise field_error(field.alias or name, f"expected true or false, got {v!r}")
         return data
 
 
@@ -55,6 +60,12 @@ def _members(tp: Any) -> list[Any]:
     if get_origin(tp) in (Union, types.UnionType):
         return [m for arg in get_args(tp) for m in _members(arg)]
     return [tp]
+
+
+def _only_bool(tp: Any) -> bool:
+    """Whether ``tp`` takes a boolean and nothing else (None aside)."""
+    members = _members(tp)
+    return bool in members and all(m is bool or m is type(None) for m in members)
 
 
 def _bool_for_number(tp: Any, v: Any) -> bool:
