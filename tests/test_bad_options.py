@@ -98,6 +98,16 @@ OPTION_CASES: list[tuple[str, str | bytes | None, dict[str, str | bytes], str, l
         "-t 30s: the scenario decides the load (load.duration",
     ),
     ("ui --spawn-rate= (Locust's)", GOOD, {}, "ui", ["--spawn-rate=5"], "--set load.spawn_rate=5 instead"),
+    ("run --bogus", GOOD, {}, "run", ["--bogus"], "--bogus: no option of llmload run, nor of Locust"),
+    ("ui --bogus=1", GOOD, {}, "ui", ["--bogus=1"], "--bogus=1: no option of llmload ui, nor of Locust"),
+    (
+        "worker --bogus",
+        None,
+        {},
+        "worker",
+        ["--bogus"],
+        "--bogus: no option of llmload worker, nor of Locust",
+    ),
     (
         "run --workers past the cores",
         GOOD,

@@ -137,7 +137,7 @@ def run_command(cmd: str, argv: list[str]) -> int:
     if a.sim:
         a.set = ["simulate=true", *a.set]
     try:
-        check_locust_options(extra, a.scenario)
+        check_locust_options(extra, a.scenario, cmd)
         sc = _validated(cmd, a)
         if any(p.executor == "capacity" for p in sc.load.phases):
             from llmload.capacity.cli import capacity_main
@@ -217,8 +217,22 @@ SCENARIO_DECIDES = {
 }
 
 
-def check_locust_options(extra: list[str], scenario: str) -> None:
-    """A Locust option the scenario decides (users, spawn rate, run time) would be ignored: say so."""
+def check_no_unknown_option(extra: list[str], cmd: str) -> None:
+    """An option neither llmload's nor Locust's is refused here, not by Locust's parser (two lines
+    that name Locust, and a worker's only after it started)."""
+    from locust.argument_parser import get_parser
+
+    unknown = [x for x in get_parser(default_config_files=[]).parse_known_args(extra)[1] if x.startswith("-")]
+    if unknown:
+        raise InputError(
+            f"{unknown[0]}: no option of llmload {cmd}, nor of Locust (see llmload {cmd} --help)"
+        )
+
+
+def check_locust_options(extra: list[str], scenario: str, cmd: str = "run") -> None:
+    """Options for Locust: none unknown, and none the scenario decides (users, spawn rate, run
+    time), which Locust would take and the run ignore: say so."""
+    check_no_unknown_option(extra, cmd)
     for i, arg in enumerate(extra):
         name, eq, value = arg.partition("=")
         if name not in SCENARIO_DECIDES:
@@ -291,6 +305,11 @@ def worker_command(argv: list[str]) -> int:
     ap.add_argument("--master-host", default="127.0.0.1")
     ap.add_argument("--master-port", type=port_number, default=5557)
     a, extra = ap.parse_known_args(argv)
+    try:
+        check_no_unknown_option(extra, "worker")
+    except InputError as e:
+        print(f"llmload: {e}", file=sys.stderr)
+        return 2
     if not os.environ.get(RUN_WORKER):  # Locust connects before anything of llmload's runs: say now
         print(
             f"llmload worker: connecting to the master at {a.master_host}:{a.master_port}",
