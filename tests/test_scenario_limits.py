@@ -293,6 +293,8 @@ def test_a_load_that_does_not_fit_the_scenario_names_the_load_line(
         ("{dist: fixed, value: 64, mean: 5}", "dist fixed takes no `mean` (it takes max, min, value)"),
         ("{dist: uniform, min: 1, max: 9, sigma: 1}", "dist uniform takes no `sigma`"),
         ("{dist: lognormal, median: 64, mean: 80, sigma: 0.5}", "needs `median` or `mean` (one of them"),
+        ("{dist: fixed, value: 500, max: 100}", "dist fixed: value 500 is outside min..max (1..100)"),
+        ("{dist: fixed, value: 2000000}", "dist fixed: value 2000000 is outside min..max (1..1000000)"),
     ],
 )
 def test_a_length_field_its_distribution_would_ignore_is_refused(

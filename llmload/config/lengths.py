@@ -60,6 +60,9 @@ class LengthDist(Spec):
             raise ValueError("dist lognormal needs `median` or `mean` (one of them: each sets the centre)")
         if self.min > self.max:
             raise ValueError("min is larger than max")
+        if self.dist == "fixed" and self.value is not None and not self.min <= self.value <= self.max:
+            # clamped, it sent another count than the one written (and the self-test expected this one)
+            raise ValueError(f"dist fixed: value {self.value} is outside min..max ({self.min}..{self.max})")
         return self
 
     def sample(self, rng: random.Random) -> int:
