@@ -116,6 +116,11 @@ def test_a_base_url_the_client_can_use_validates(tmp_path: Path) -> None:
             13,
             "(30 s) must be shorter than the load's duration (25 s)",
         ),
+        (
+            "  warmup: 10s\n  phases:\n    - {executor: sweep, levels: [1, 2, 4], hold: 10s}\n",
+            13,
+            "(10 s) must be shorter than the sweep's hold (10 s): its first level would measure nothing",
+        ),
     ],
 )
 def test_a_warmup_as_long_as_the_load_is_refused(tmp_path: Path, load: str, line: int, words: str) -> None:

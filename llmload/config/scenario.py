@@ -26,7 +26,7 @@ from pydantic import (
 from llmload.base.strict import settle
 from llmload.config.cost_spec import CostSpec
 from llmload.config.durations import Duration, Span, Timeout
-from llmload.config.executors import Phase, longest_s, phases_from_shorthand
+from llmload.config.executors import Phase, Sweep, longest_s, phases_from_shorthand
 from llmload.config.influx_config import InfluxConfig
 from llmload.config.limits import MAX_RATE_PER_S, MAX_USERS
 from llmload.config.scenario_errors import check_unique_names, field_error, input_error
@@ -178,6 +178,13 @@ class Load(Spec):
                 "warmup",
                 f"the warm-up ({self.warmup:g} s) must be shorter than the load's duration ({sends:g} s): "
                 "every request would fall in it",
+            )
+        first = self.phases[0] if self.phases else None
+        if self.warmup and isinstance(first, Sweep) and first.hold is not None and self.warmup >= first.hold:
+            raise field_error(
+                "warmup",
+                f"the warm-up ({self.warmup:g} s) must be shorter than the sweep's hold ({first.hold:g} s): "
+                "its first level would measure nothing",
             )
         return self
 
