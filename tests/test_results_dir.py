@@ -81,6 +81,24 @@ def test_report_rebuilds_the_run_that_run_json_names_not_an_older_summary(tmp_pa
     assert run["run_id"] == "new-run" and run["status"] == "incomplete" and run["exit_code"] == 3
 
 
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b'{"run_id": "x", "sce', "unreadable (Unterminated string"),
+        (b"\xff\xfe", "unreadable ('utf-8' codec"),
+        (b"[1, 2]", "holds no run's scenario"),
+        (b'{"run_id": "x", "scenario": {}}', "holds no started_at time"),
+    ],
+)
+def test_a_broken_run_json_is_one_line_not_a_traceback(tmp_path: Path, content: bytes, words: str) -> None:
+    d = tmp_path / "r"
+    _run_dir(d, "x")
+    (d / RUN_INFO).write_bytes(content)  # no summary.json: report rebuilds it from run.json
+    r = call_cli(["report", "r"], cwd=tmp_path)
+    assert r.code == 2 and len(r.err_lines) == 1, r.err[-2000:]
+    assert f"r/{RUN_INFO}: {words}" in r.err_lines[0] and "cannot be rebuilt" in r.err_lines[0]
+
+
 @pytest.mark.parametrize(("signal_name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
 def test_report_exits_with_an_interrupted_runs_code(tmp_path: Path, signal_name: str, code: int) -> None:
     d = tmp_path / "r"

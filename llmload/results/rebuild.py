@@ -111,6 +111,21 @@ def _windows(recs: list[RequestRecord]) -> dict[tuple[str, str, str], Window]:
     return out
 
 
+def _run_info(path: Path) -> dict[str, Any]:
+    """run.json as written (``run_info``), or InputError naming what is wrong with it."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"{path}: unreadable ({e}): the summary cannot be rebuilt") from None
+    if not isinstance(info, dict) or not isinstance(info.get("scenario"), dict):
+        raise InputError(f"{path}: holds no run's scenario: the summary cannot be rebuilt")
+    if not isinstance(info.get("started_at"), (int, float)) or isinstance(info.get("started_at"), bool):
+        raise InputError(f"{path}: holds no started_at time: the summary cannot be rebuilt")
+    if not info.get("run_id"):
+        raise InputError(f"{path}: holds no run_id: the summary cannot be rebuilt")
+    return info
+
+
 def rebuild_summary(results_dir: Path) -> Summary:
     """summary.json's content for a run that wrote none. InputError when run.json is missing."""
     d = Path(results_dir)
@@ -119,7 +134,7 @@ def rebuild_summary(results_dir: Path) -> Summary:
         raise InputError(
             f"{d / 'summary.json'}: missing (and no {RUN_INFO} with requests.jsonl to rebuild it from)"
         )
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    info = _run_info(info_path)
     sc = validate_data(info["scenario"], {}, info.get("scenario_file") or str(info_path))
     targets = [t.name for t in sc.targets]
     lines, spooled = fold_in(d, _lines(d / "requests.jsonl"), _lines)  # orphaned workers' spools
