@@ -211,3 +211,12 @@ def test_capacity_takes_its_durations_as_the_scenario_does() -> None:
 
     a = parser().parse_args(["s.yaml", "--hold-max", "30s", "--warmup", "2m"])
     assert (a.hold_max, a.warmup) == (30.0, 120.0)
+
+
+def test_the_options_locust_and_the_locustfile_take_are_not_unknown() -> None:
+    # the locustfile's own (--llm-quiet) exist only once Locust has loaded it: asked of the same parser
+    from llmload.locust.runcmd import check_no_unknown_option
+
+    check_no_unknown_option(
+        ["--llm-quiet", "--llm-no-reports", "--csv", "x", "-L", "DEBUG", "--tags", "a"], "run"
+    )

@@ -9,7 +9,6 @@ histogram deltas in ``report_to_master``.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import secrets
@@ -34,6 +33,7 @@ from llmload.locust.fleet import outlast_locust
 from llmload.locust.hooks import on
 from llmload.locust.locust_log import quiet_headless
 from llmload.locust.orphan import MasterWatch
+from llmload.locust.plugin_options import add_options
 from llmload.locust.signals import RunSignals
 from llmload.locust.state import ProcessState, state_of
 from llmload.locust.telemetry_hook import (
@@ -53,35 +53,7 @@ log = logging.getLogger("llmload")
 
 @on(events.init_command_line_parser)
 def _add_arguments(parser: Any) -> None:
-    grp = parser  # Locust's include_in_web_ui works on the parser itself, not on groups
-    grp.add_argument("--scenario", default="", include_in_web_ui=True, help="llmload scenario YAML file")
-    grp.add_argument(
-        "--set", dest="llm_set", action="append", default=[], help="override a scenario field: key.path=value"
-    )
-    grp.add_argument(
-        "--results", dest="llm_results", default="", help="results directory (default: output.dir/run_id)"
-    )
-    grp.add_argument(
-        "--llm-targets",
-        default="",
-        include_in_web_ui=True,
-        help="comma-separated targets to run (default: all)",
-    )
-    grp.add_argument(
-        "--allow-worker-loss", action="store_true", default=False, help="exit 0 when a worker is lost"
-    )
-    grp.add_argument(  # headless only: the web UI's form does not show it
-        "--llm-quiet",
-        action="store_true",
-        default=False,
-        include_in_web_ui=False,
-        help="no live progress lines",
-    )
-    grp.add_argument(
-        "--llm-no-reports", action="store_true", default=False, help="skip HTML/Markdown/JUnit reports"
-    )
-    # llmload run's Handoff file: internal, not in the form
-    grp.add_argument("--llm-run", default="", include_in_web_ui=False, help=argparse.SUPPRESS)
+    add_options(parser)
 
 
 def _stop_unstarted(st: ProcessState) -> None:

@@ -222,7 +222,12 @@ def check_no_unknown_option(extra: list[str], cmd: str) -> None:
     that name Locust, and a worker's only after it started)."""
     from locust.argument_parser import get_parser
 
-    unknown = [x for x in get_parser(default_config_files=[]).parse_known_args(extra)[1] if x.startswith("-")]
+    from llmload.locust.plugin_options import add_options
+
+    parser = get_parser(default_config_files=[])
+    if "--llm-quiet" not in parser._option_string_actions:  # the locustfile's own, added once it is loaded
+        add_options(parser)
+    unknown = [x for x in parser.parse_known_args(extra)[1] if x.startswith("-")]
     if unknown:
         raise InputError(
             f"{unknown[0]}: no option of llmload {cmd}, nor of Locust (see llmload {cmd} --help)"
